@@ -1,0 +1,92 @@
+"""Composition root: settings → services → UI → serve.   python -m app
+
+Nothing in Quartet does work at import; everything is built here, in this order.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+
+from app.chat.service import ChatService
+from app.chat.store import ChatStore
+from app.context import AppContext
+from app.database import Locked, open_database
+from app.engine.engine_config import EngineConfig
+from app.engine.service import EngineService
+from app.settings import Settings
+from app.telemetry.monitor import CardMonitor
+
+log = logging.getLogger("quartet")
+_LOAD_WAIT_S = 600.0
+
+
+def engine_config(settings: Settings) -> EngineConfig:
+    return EngineConfig(
+        model_path=settings.model_path,
+        model_name=settings.model_name,
+        cards=tuple(settings.cards),
+        n_ctx=settings.n_ctx,
+        n_batch=settings.n_batch,
+        n_ubatch=settings.n_ubatch,
+        n_threads=settings.n_threads,
+        prompt_chunk=settings.prompt_chunk,
+        tensor_split=tuple(settings.tensor_split) if settings.tensor_split else None,
+        split_mode=settings.split_mode,
+        max_tokens_limit=settings.max_tokens_limit,
+    )
+
+
+def build_context(settings: Settings) -> AppContext:
+    database = Locked(open_database(settings.db_path))
+    engine = EngineService(engine_config(settings), isolated=settings.engine_isolation)
+    chat = ChatService(
+        ChatStore(database), engine, max_tokens=settings.max_tokens, temperature=settings.temperature
+    )
+    cards = CardMonitor(
+        settings.cards, settings.health_url, every_s=settings.card_poll_s, timeout_s=settings.card_timeout_s
+    )
+    return AppContext(settings=settings, engine=engine, chat=chat, cards=cards)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from app.server import make_server
+
+    if "--die-with-parent" in sys.argv[1:]:
+        from app.engine.lifecycle import die_with_parent
+
+        die_with_parent(signal.SIGTERM)
+    settings = Settings()
+    ctx = build_context(settings)
+    ctx.cards.start()
+    ctx.engine.start()
+    if not ctx.engine.wait_ready(_LOAD_WAIT_S):
+        log.error("the engine is not ready: %s", ctx.engine.status()["message"])
+    server = make_server(ctx)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    thread = threading.Thread(target=server.run, name="web", daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.05)
+    if not server.started:
+        log.error("the web app could not listen on %s:%s", settings.host, settings.port)
+        ctx.engine.stop()
+        return 1
+    print(f"Quartet ready at http://{settings.host}:{settings.port}", flush=True)
+    while not stop.wait(0.5) and thread.is_alive():
+        pass
+    server.should_exit = True
+    thread.join(timeout=5)
+    ctx.engine.stop()
+    ctx.cards.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Conversations and their messages in SQLite: a restart of the app loses none."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from app.database import Locked, Migration, migrate, now
+
+_TITLE_CHARS = 60
+
+
+def _m001_conversations(db: sqlite_utils.Database) -> None:
+    db.table("conversations").create(
+        {"id": str, "title": str, "system_prompt": str, "created_at": str, "updated_at": str}, pk="id"
+    )
+    db.table("messages").create(
+        {
+            "id": int,
+            "conversation_id": str,
+            "role": str,
+            "content": str,
+            "status": str,  # ok | stopped | error
+            "stats": str,  # JSON of the engine's stats, for answers
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("conversation_id", "conversations", "id")],
+    )
+    db.table("messages").create_index(["conversation_id", "id"])
+    db.table("conversations").create_index(["updated_at"])
+
+
+MIGRATIONS: list[Migration] = [("001_conversations", _m001_conversations)]
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    status: str
+    stats: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    title: str
+    system_prompt: str
+    updated_at: str
+
+
+class ChatStore:
+    def __init__(self, database: Locked) -> None:
+        self._db = database.db
+        self._lock = database.lock
+        with self._lock:
+            migrate(self._db, "chat", MIGRATIONS)
+
+    def create(self, system_prompt: str) -> str:
+        cid = uuid.uuid4().hex
+        stamp = now()
+        with self._lock, self._db.conn:
+            row = {"id": cid, "title": "New chat", "system_prompt": system_prompt}
+            self._db.table("conversations").insert({**row, "created_at": stamp, "updated_at": stamp})
+        return cid
+
+    def get(self, cid: str) -> Conversation | None:
+        with self._lock:
+            rows = list(self._db.table("conversations").rows_where("id = ?", [cid]))
+        return _conversation(rows[0]) if rows else None
+
+    def recent(self, limit: int = 50) -> list[Conversation]:
+        with self._lock:
+            rows = self._db.table("conversations").rows_where(order_by="updated_at desc", limit=limit)
+            return [_conversation(row) for row in rows]
+
+    def messages(self, cid: str) -> list[StoredMessage]:
+        with self._lock:
+            rows = list(self._db.table("messages").rows_where("conversation_id = ?", [cid], order_by="id"))
+        return [
+            StoredMessage(r["id"], r["role"], r["content"], r["status"], json.loads(r["stats"]) if r["stats"] else None)
+            for r in rows
+        ]
+
+    def add(self, cid: str, role: str, content: str, *, status: str = "ok", stats: dict[str, Any] | None = None) -> int:
+        stamp = now()
+        with self._lock, self._db.conn:
+            conv = self._db.table("conversations")
+            row = {
+                "conversation_id": cid,
+                "role": role,
+                "content": content,
+                "status": status,
+                "stats": json.dumps(stats) if stats else None,
+                "created_at": stamp,
+            }
+            message_id = self._db.table("messages").insert(row).last_pk
+            changes: dict[str, Any] = {"updated_at": stamp}
+            if role == "user" and conv.get(cid)["title"] == "New chat":
+                changes["title"] = _title(content)
+            conv.update(cid, changes)
+        return int(message_id or 0)
+
+    def drop_last_answer(self, cid: str) -> None:
+        """Remove the trailing assistant messages, so the last question can be answered again."""
+        with self._lock, self._db.conn:
+            for message in reversed(self.messages(cid)):
+                if message.role != "assistant":
+                    break
+                self._db.table("messages").delete(message.id)
+
+    def set_system_prompt(self, cid: str, text: str) -> None:
+        with self._lock, self._db.conn:
+            self._db.table("conversations").update(cid, {"system_prompt": text})
+
+
+def _conversation(row: dict[str, Any]) -> Conversation:
+    return Conversation(row["id"], row["title"], row["system_prompt"], row["updated_at"])
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1] + "…"

@@ -1,0 +1,23 @@
+"""The services the UI and API see, built once by the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.chat.service import ChatService
+from app.engine.service import EngineService
+from app.settings import Settings
+from app.status import appliance_status
+from app.telemetry.monitor import CardMonitor
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    engine: EngineService
+    chat: ChatService
+    cards: CardMonitor
+
+    def status(self) -> dict[str, Any]:
+        return appliance_status(self.engine, self.cards)

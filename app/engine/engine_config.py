@@ -1,0 +1,22 @@
+"""How to build an engine: which model, which cards, which llama.cpp knobs. Picklable, import-light."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model_path: Path
+    model_name: str
+    cards: tuple[str, ...]
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_threads: int = 2
+    prompt_chunk: int = 128
+    tensor_split: tuple[float, ...] | None = None
+    split_mode: str = "layer"
+    max_tokens_limit: int = 4096
+    template_dir: Path = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"

@@ -1,0 +1,93 @@
+"""What a generation reports, in order: Queued* → Token* → Done | Failed.
+
+Plain dataclasses: they cross the pipe between the engine worker and the app unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    messages: tuple[Message, ...]
+    max_tokens: int = 512
+    temperature: float = 0.7
+    top_p: float = 0.95
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Stats:
+    prompt_tokens: int
+    cached_tokens: int
+    generated_tokens: int
+    ttft_s: float
+    prompt_tps: float
+    decode_tps: float
+    total_s: float
+    finish_reason: FinishReason
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Queued:
+    position: int  # 1 = next in line
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    stats: Stats
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    card: str | None = None
+
+
+Event = Queued | Token | Done | Failed
+
+
+@dataclass(frozen=True)
+class CardPlacement:
+    endpoint: str
+    device: str
+    layers: tuple[int, ...]
+    buffer_bytes: int
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    path: str
+    n_layers: int
+    n_ctx: int
+    cards: tuple[CardPlacement, ...]
+    host_layers: tuple[int, ...] = field(default_factory=tuple)
+    load_s: float = 0.0
+
+
+class EngineError(RuntimeError):
+    """A failure to explain to a person: what happened, to which card or model, and what to do."""
+
+    def __init__(self, message: str, *, card: str | None = None) -> None:
+        super().__init__(message)
+        self.card = card

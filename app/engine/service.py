@@ -1,0 +1,247 @@
+"""The engine as the rest of the app sees it: one FIFO queue in front of one supervised backend.
+
+One generation runs at a time; every waiting caller sees its position. When the backend is lost
+(a card died, the worker was killed) the answer in flight fails with a message naming the card,
+and the service rebuilds the backend by itself as soon as every card answers again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import Any, Literal
+
+from app.engine import cards as card_probe
+from app.engine.backends import Backend, InProcessBackend, WorkerBackend, WorkerLost
+from app.engine.engine_config import EngineConfig
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo, Queued, Stats
+
+log = logging.getLogger(__name__)
+
+State = Literal["starting", "loading", "ready", "recovering", "failed", "stopped"]
+_RETRY_S = 1.0
+
+
+class Ticket:
+    """One caller's place in the queue; iterate `events()` to follow it to the end."""
+
+    def __init__(self, job_id: int, request: GenerationRequest, service: EngineService) -> None:
+        self.id = job_id
+        self.request = request
+        self.cancelled = False
+        self._service = service
+        self._events: queue.Queue[Event] = queue.Queue()
+
+    def put(self, event: Event) -> None:
+        self._events.put(event)
+
+    def events(self) -> Iterator[Event]:
+        """Queued* → Token* → Done | Failed. Leaving early (a closed client) cancels the job."""
+        finished = False
+        try:
+            while True:
+                event = self._events.get()
+                yield event
+                if isinstance(event, Done | Failed):
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self._service.cancel(self)
+
+
+class EngineService:
+    def __init__(self, config: EngineConfig, *, isolated: bool = True) -> None:
+        self.config = config
+        self._make_backend: Callable[[], Backend] = (
+            (lambda: WorkerBackend(config)) if isolated else (lambda: InProcessBackend(config))
+        )
+        self.isolated = isolated
+        self._cond = threading.Condition()
+        self._waiting: deque[Ticket] = deque()
+        self._current: Ticket | None = None
+        self._backend: Backend | None = None
+        self._state: State = "starting"
+        self._message = "starting"
+        self._down_card: str | None = None
+        self._info: ModelInfo | None = None
+        self._ids = itertools.count(1)
+        self._last_stats: Stats | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the model in the background and start serving the queue."""
+        for target, name in ((self._bring_up, "engine-loader"), (self._dispatch, "engine-dispatch")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wait_ready(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._state in ("ready", "failed"), timeout) and (
+                self._state == "ready"
+            )
+
+    def stop(self) -> None:
+        with self._cond:
+            self._state = "stopped"
+            backend, self._backend = self._backend, None
+            self._cond.notify_all()
+        if backend:
+            backend.stop()
+
+    def _set_state(self, state: State, message: str, card: str | None = None) -> None:
+        with self._cond:
+            if self._state == "stopped":
+                return
+            self._state, self._message, self._down_card = state, message, card
+            self._cond.notify_all()
+        log.info("engine %s: %s", state, message)
+
+    def _bring_up(self) -> None:
+        """Wait for every card, then load; repeat until it works or the service stops."""
+        while self._state != "stopped":
+            down = card_probe.first_card_down(self.config.cards)
+            if down:
+                index, endpoint, reason = down
+                if self._state != "recovering":
+                    self._set_state("recovering", f"waiting for card {index} ({endpoint}): {reason}", endpoint)
+                time.sleep(_RETRY_S)
+                continue
+            self._set_state("loading", f"loading {self.config.model_name} across {len(self.config.cards)} cards")
+            backend = self._make_backend()
+            try:
+                info = backend.start()
+            except EngineError as err:
+                backend.stop()
+                self._set_state("recovering" if err.card else "failed", str(err), err.card)
+                if not err.card:
+                    return
+                time.sleep(_RETRY_S)
+                continue
+            with self._cond:
+                if self._state == "stopped":
+                    backend.stop()
+                    return
+                self._backend, self._info = backend, info
+            self._set_state("ready", f"{info.name} ready on {len(info.cards)} cards")
+            return
+
+    def _recover(self, err: EngineError) -> None:
+        with self._cond:
+            backend, self._backend = self._backend, None
+        if backend:
+            backend.stop()
+        self._set_state("recovering", str(err), err.card)
+        threading.Thread(target=self._bring_up, name="engine-recover", daemon=True).start()
+
+    # -- the queue -------------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest) -> Ticket:
+        request = _bounded(request, self.config.max_tokens_limit)
+        ticket = Ticket(next(self._ids), request, self)
+        with self._cond:
+            self._waiting.append(ticket)
+            self._announce_positions()
+            self._cond.notify_all()
+        return ticket
+
+    def cancel(self, ticket: Ticket) -> None:
+        with self._cond:
+            ticket.cancelled = True
+            if ticket in self._waiting:
+                self._waiting.remove(ticket)
+                self._announce_positions()
+                ticket.put(Done(_empty_stats("cancelled")))
+                return
+            backend = self._backend if self._current is ticket else None
+        if backend:
+            backend.cancel(ticket.id)
+
+    def _announce_positions(self) -> None:
+        for position, ticket in enumerate(self._waiting, start=1):
+            ticket.put(Queued(position))
+
+    def _dispatch(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and self._state != "stopped":
+                    self._cond.wait(timeout=1.0)
+                    self._watch_backend()
+                if self._state == "stopped":
+                    for ticket in self._waiting:
+                        ticket.put(Failed("the engine is shutting down"))
+                    return
+                # At start-up or while a model loads, jobs wait their turn; a broken engine fails them.
+                self._cond.wait_for(lambda: self._state not in ("starting", "loading"))
+                ticket = self._waiting.popleft()
+                self._current = ticket
+                self._announce_positions()
+            try:
+                self._execute(ticket)
+            finally:
+                with self._cond:
+                    self._current = None
+
+    def _watch_backend(self) -> None:
+        backend = self._backend
+        if backend is not None and self._state == "ready" and not backend.alive():
+            threading.Thread(
+                target=self._recover, args=(WorkerLost("the engine worker stopped while idle"),), daemon=True
+            ).start()
+
+    def _execute(self, ticket: Ticket) -> None:
+        backend = self._backend
+        if backend is None or self._state != "ready":
+            ticket.put(Failed(f"the engine is not available: {self._message}", self._down_card))
+            return
+        try:
+            for event in backend.generate(ticket.id, ticket.request):
+                ticket.put(event)
+                if isinstance(event, Done):
+                    self._last_stats = event.stats
+        except WorkerLost as err:
+            ticket.put(Failed(str(err), err.card))
+            self._recover(err)
+
+    # -- what the UI and API show ------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        with self._cond:
+            info = self._info
+            return {
+                "state": self._state,
+                "message": self._message,
+                "down_card": self._down_card,
+                "isolated": self.isolated,
+                "model": None
+                if info is None
+                else {
+                    "name": info.name,
+                    "gguf_file": info.path,  # not "path": gradio_client would fetch it as a file
+                    "n_layers": info.n_layers,
+                    "n_ctx": info.n_ctx,
+                    "load_s": round(info.load_s, 2),
+                },
+                "placement": [asdict(card) for card in info.cards] if info else [],
+                "queue": {"running": self._current is not None, "waiting": len(self._waiting)},
+                "last_stats": self._last_stats.as_dict() if self._last_stats else None,
+            }
+
+
+def _bounded(request: GenerationRequest, limit: int) -> GenerationRequest:
+    from dataclasses import replace
+
+    return replace(request, max_tokens=max(1, min(request.max_tokens, limit)))
+
+
+def _empty_stats(reason: Literal["cancelled"]) -> Stats:
+    return Stats(0, 0, 0, 0.0, 0.0, 0.0, 0.0, reason)

@@ -1,0 +1,108 @@
+"""Every knob of Quartet, typed, defaulted and described in one place.
+
+Values come from, in order of precedence: keyword arguments, environment variables
+(`QUARTET_<NAME>`, lists as JSON), the TOML file named by `QUARTET_CONFIG`, the defaults below.
+The README's settings table is checked against this class by a test.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quartet"
+DEMO_MODEL = CACHE_DIR / "models" / "gemma-3-270m-q4_k_m.gguf"
+LOCAL_CARDS = [f"127.0.0.1:{port}" for port in range(50052, 50056)]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="QUARTET_", extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Address the web app binds; 0.0.0.0 to face the LAN.")
+    port: int = Field(7860, description="Port of the web app (UI and API).")
+    data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
+    cards: list[str] = Field(
+        default_factory=lambda: list(LOCAL_CARDS),
+        description="RPC endpoints (host:port) of the cards, in pipeline order.",
+    )
+    card_health_offset: int = Field(
+        1000, description="A card's health endpoint listens on its RPC port plus this offset."
+    )
+    model_path: Path = Field(DEMO_MODEL, description="GGUF file of the model to load at start.")
+    model_name: str = Field("Gemma 3 270M (demo)", description="Display name of the loaded model.")
+    n_ctx: int = Field(4096, ge=256, description="Context length in tokens.")
+    n_batch: int = Field(512, ge=1, description="Logical batch size for prompt processing.")
+    n_ubatch: int = Field(512, ge=1, description="Physical batch size for prompt processing.")
+    prompt_chunk: int = Field(
+        128, ge=1, description="Prompt tokens evaluated between two checks for cancellation."
+    )
+    n_threads: int = Field(2, ge=1, description="Host CPU threads of the engine.")
+    tensor_split: list[float] | None = Field(
+        None, description="Share of layers per card; empty for llama's split by free memory."
+    )
+    split_mode: Literal["layer", "row", "tensor"] = Field(
+        "layer", description="How layers are spread across cards; only 'layer' works over RPC."
+    )
+    engine_isolation: bool = Field(
+        True, description="Run llama.cpp in a supervised worker process (a card fault costs one answer)."
+    )
+    max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per answer.")
+    max_tokens_limit: int = Field(4096, ge=1, description="Hard cap a request may ask for.")
+    temperature: float = Field(0.7, ge=0, description="Default sampling temperature.")
+    system_prompt: str = Field(
+        "You are Quartet, a helpful assistant running on a local appliance.",
+        description="Default system prompt of a new chat.",
+    )
+    card_poll_s: float = Field(1.0, gt=0, description="Seconds between health checks of the cards.")
+    card_timeout_s: float = Field(1.0, gt=0, description="Seconds before a card's health check fails.")
+    card_threads: int = Field(1, ge=1, description="CPU threads of each local card agent.")
+    card_cache_dir: Path = Field(
+        CACHE_DIR / "rpc-cache", description="Tensor cache of local card agents (fast model reloads)."
+    )
+    sysfs_root: Path = Field(
+        Path("/"), description="Root under which card agents read thermal and NPU-load sysfs files."
+    )
+    ui_updates_per_s: float = Field(15.0, gt=0, description="Streaming UI updates per second.")
+
+    @field_validator("cards")
+    @classmethod
+    def _at_least_one_card(cls, cards: list[str]) -> list[str]:
+        if not cards:
+            raise ValueError("at least one card endpoint is needed")
+        for card in cards:
+            host, _, port = card.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"card endpoint {card!r} is not host:port")
+        return cards
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config = os.environ.get("QUARTET_CONFIG")
+        if config:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
+        return tuple(sources)
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "quartet.db"
+
+    def health_url(self, card: str) -> str:
+        host, _, port = card.rpartition(":")
+        return f"http://{host}:{int(port) + self.card_health_offset}/health"

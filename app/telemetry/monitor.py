@@ -1,0 +1,99 @@
+"""Polls every card agent's /health about once a second, off the generation path.
+
+A card that does not answer is "down" with the reason (refused, timeout) and the time it was last
+seen; its last good reading is kept so the panels can show what was there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class CardSample:
+    index: int
+    endpoint: str
+    state: Literal["up", "down", "unknown"]
+    reason: str | None = None
+    last_seen: float | None = None  # wall-clock seconds
+    health: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "endpoint": self.endpoint,
+            "state": self.state,
+            "reason": self.reason,
+            "last_seen": self.last_seen,
+            "health": self.health,
+        }
+
+
+def read_health(url: str, timeout: float) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        data: dict[str, Any] = json.loads(response.read())
+        return data
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, urllib.error.URLError):
+        err = err.reason if isinstance(err.reason, Exception) else err
+    if isinstance(err, ConnectionRefusedError):
+        return "refused"
+    if isinstance(err, TimeoutError):
+        return "timeout"
+    return str(err) or type(err).__name__
+
+
+class CardMonitor:
+    def __init__(self, cards: list[str], health_url: Callable[[str], str], *, every_s: float, timeout_s: float) -> None:
+        self._cards = cards
+        self._urls = [health_url(card) for card in cards]
+        self._every = every_s
+        self._timeout = timeout_s
+        self._samples = [CardSample(i, card, "unknown") for i, card in enumerate(cards)]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(cards)), thread_name_prefix="card-poll")
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.poll()
+        self._thread = threading.Thread(target=self._run, name="card-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.poll()
+
+    def poll(self) -> list[CardSample]:
+        results = list(self._pool.map(self._probe, range(len(self._cards))))
+        with self._lock:
+            self._samples = results
+        return results
+
+    def _probe(self, index: int) -> CardSample:
+        previous = self._samples[index]
+        try:
+            health = read_health(self._urls[index], self._timeout)
+        except Exception as err:  # any failure means the card is not serving
+            return CardSample(
+                index, self._cards[index], "down", _reason(err), previous.last_seen, previous.health
+            )
+        return CardSample(index, self._cards[index], "up", None, time.time(), health)
+
+    def snapshot(self) -> list[CardSample]:
+        with self._lock:
+            return list(self._samples)

@@ -1,0 +1,5 @@
+import sys
+
+from launcher.cluster import run
+
+sys.exit(run())

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from launcher.cluster import CardProcesses
+from tests.harness import ARTIFACTS, Appliance, card_settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+APPLIANCE_CARDS_PORT = 50252  # four cards for the shared appliance
+ENGINE_CARDS_PORT = 50262  # two cards for in-process engine tests (a card serves one host at a time)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("quartet")
+
+
+@pytest.fixture(scope="session")
+def appliance_cards(work_dir: Path) -> Iterator[CardProcesses]:
+    logs = work_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    cards = CardProcesses(card_settings(APPLIANCE_CARDS_PORT, 4, work_dir / "rpc-cache"), log_dir=logs)
+    cards.start_all()
+    yield cards
+    cards.stop_all()
+
+
+@pytest.fixture(scope="session")
+def appliance(appliance_cards: CardProcesses, work_dir: Path) -> Iterator[Appliance]:
+    """One running appliance shared by the tests that go through the web app."""
+    app = Appliance(appliance_cards, work_dir / "var", work_dir / "logs")
+    app.start()
+    yield app
+    app.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_cards(work_dir: Path) -> Iterator[CardProcesses]:
+    logs = work_dir / "engine-logs"
+    logs.mkdir(exist_ok=True)
+    cards = CardProcesses(card_settings(ENGINE_CARDS_PORT, 2, work_dir / "rpc-cache-engine"), log_dir=logs)
+    cards.start_all()
+    yield cards
+    cards.stop_all()

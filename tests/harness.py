@@ -1,0 +1,104 @@
+"""A real appliance for tests: card agents on loopback and the app as its own process.
+
+Tests use ports of their own (RPC 50252+, health +1000, web from a free port) so that a running
+`make run` on the same machine is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from app.settings import Settings
+from launcher.cluster import CardProcesses
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def card_settings(first_port: int, count: int, cache_dir: Path, *, sysfs_root: Path | None = None) -> Settings:
+    return Settings(
+        cards=[f"127.0.0.1:{first_port + i}" for i in range(count)],
+        card_cache_dir=cache_dir,
+        card_threads=1,
+        sysfs_root=sysfs_root or Path("/nonexistent-sysfs"),
+    )
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # loopback only
+        return json.loads(response.read())
+
+
+class Appliance:
+    """The app (`python -m app`) against a set of card agents, restartable."""
+
+    def __init__(self, cards: CardProcesses, data_dir: Path, log_dir: Path) -> None:
+        self.cards = cards
+        self.data_dir = data_dir
+        self.log_dir = log_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def env(self) -> dict[str, str]:
+        s = self.cards.settings
+        return {
+            **os.environ,
+            "QUARTET_PORT": str(self.port),
+            "QUARTET_DATA_DIR": str(self.data_dir),
+            "QUARTET_CARDS": json.dumps(s.cards),
+            "QUARTET_CARD_POLL_S": "0.5",
+            "QUARTET_MAX_TOKENS": "64",
+            "QUARTET_TEMPERATURE": "0",
+        }
+
+    def start(self, timeout: float = 180.0) -> None:
+        self.starts += 1
+        log = open(self.log_dir / f"app-{self.starts}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, "-m", "app"], env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"the app exited with {self.proc.returncode}; see {self.log_dir}")
+            try:
+                last = get_json(f"{self.url}/health", timeout=2)
+                if last.get("engine") == "ready":
+                    return dict(last)
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"the app was not ready within {timeout:.0f} s (last health: {last})")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()

@@ -1,0 +1,152 @@
+"""The whole appliance through its named API: four real cards, the engine worker, the web app."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from tests.harness import Appliance, get_json
+
+
+def client(appliance: Appliance) -> Client:
+    return Client(appliance.url, verbose=False)
+
+
+def status(appliance: Appliance) -> dict[str, Any]:
+    result: dict[str, Any] = client(appliance).predict(api_name="/status")
+    return result
+
+
+def wait_until(check: Any, timeout: float, every: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise TimeoutError(f"condition not met within {timeout} s")
+
+
+def test_layers_are_on_the_four_cards(appliance: Appliance) -> None:
+    found = status(appliance)
+    assert found["state"] == "ready"
+    assert found["isolated"] is True
+    assert found["model"]["n_layers"] == 18
+    cards = found["cards"]
+    assert [c["endpoint"] for c in cards] == appliance.cards.settings.cards
+    placed = sorted(layer for card in cards for layer in card["layers"])
+    assert placed == list(range(19))
+    for card in cards:
+        assert card["state"] == "up"
+        assert card["layers"], f"card {card['index']} holds no layers"
+        # the card agent's own memory reading: it holds at least the weights it was sent
+        assert card["health"]["mem_used_bytes"] > card["buffer_bytes"] > 1_000_000
+
+
+def test_chat_streams_tokens(appliance: Appliance) -> None:
+    job = client(appliance).submit("Say hello to the four cards.", "", "", 32, api_name="/chat")
+    texts = [out[0] for out in job]
+    answer, cid, progress = job.result()
+    assert len(texts) >= 3, "the answer arrived in one piece, not streamed"
+    assert texts[-1] == answer and answer.strip()
+    assert any(0 < len(t) < len(answer) for t in texts), "no partial answer was streamed"
+    stats = progress["stats"]
+    assert progress["done"] is True
+    assert 0 < stats["generated_tokens"] <= 32
+    assert stats["ttft_s"] > 0 and stats["decode_tps"] > 0
+    saved = client(appliance).predict(cid, api_name="/history")
+    assert [m["role"] for m in saved] == ["user", "assistant"]
+    assert saved[1]["content"] == answer and saved[1]["stats"]["generated_tokens"] == stats["generated_tokens"]
+
+
+def test_stop_frees_the_engine_within_half_a_second(appliance: Appliance) -> None:
+    c = client(appliance)
+    job = c.submit("Write a very long story about a lighthouse keeper.", "", "", 1000, api_name="/chat")
+    wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
+    asked = time.monotonic()
+    assert c.predict(api_name="/stop") is True
+    answer, _cid, progress = job.result(timeout=10)
+    assert progress["stats"]["finish_reason"] == "cancelled"
+    wait_until(lambda: not status(appliance)["queue"]["running"], timeout=2, every=0.02)
+    freed = time.monotonic() - asked
+    assert freed < 0.5, f"the engine was busy {freed:.2f} s after Stop"
+    assert progress["stats"]["generated_tokens"] < 1000
+
+
+def test_a_client_that_leaves_cancels_its_answer(appliance: Appliance) -> None:
+    c = client(appliance)
+    job = c.submit("Write a very long poem about rivers.", "", "", 1000, api_name="/chat")
+    wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
+    job.cancel()
+    wait_until(lambda: not status(appliance)["queue"]["running"], timeout=3)
+    history = status(appliance)["last_stats"]
+    assert history["finish_reason"] == "cancelled"
+
+
+def test_two_chats_at_once_both_complete_in_turn(appliance: Appliance) -> None:
+    results: dict[str, Any] = {}
+    positions: dict[str, list[int]] = {"a": [], "b": []}
+
+    def chat(name: str, delay: float) -> None:
+        time.sleep(delay)
+        job = client(appliance).submit(f"Chat {name}: tell me about GPUs.", "", "", 48, api_name="/chat")
+        for _text, _cid, progress in job:
+            if progress["waiting"]:
+                positions[name].append(progress["waiting"])
+        results[name] = job.result()
+
+    threads = [threading.Thread(target=chat, args=("a", 0.0)), threading.Thread(target=chat, args=("b", 0.3))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert set(results) == {"a", "b"}
+    for answer, _cid, progress in results.values():
+        assert answer.strip() and progress["done"]
+    assert positions["b"] and positions["b"][0] == 1, "the second chat never saw its place in the queue"
+
+
+def test_a_conversation_survives_an_app_restart(appliance: Appliance) -> None:
+    answer, cid, _ = client(appliance).predict("My name is Ada.", "", "", 16, api_name="/chat")
+    appliance.restart()
+    saved = client(appliance).predict(cid, api_name="/history")
+    assert [m["content"] for m in saved] == ["My name is Ada.", answer]
+    follow, same, progress = client(appliance).predict("What is my name?", cid, "", 16, api_name="/chat")
+    assert same == cid
+    assert progress["stats"]["prompt_tokens"] > 15  # the earlier turn is part of the prompt
+    assert len(client(appliance).predict(cid, api_name="/history")) == 4
+
+
+def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -> None:
+    cards = appliance.cards
+    victim = 2
+    endpoint = cards.settings.cards[victim]
+    c = client(appliance)
+    job = c.submit("Write a long essay about the history of computing.", "", "", 1000, api_name="/chat")
+    wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
+    cards.kill(victim)
+    with pytest.raises(AppError) as failure:
+        job.result(timeout=30)
+    assert f"card {victim} ({endpoint})" in str(failure.value)
+    # the app still serves pages and says which card is down
+    with urllib.request.urlopen(appliance.url + "/", timeout=5) as page:
+        assert page.status == 200
+    down = wait_until(
+        lambda: (s := status(appliance))["state"] != "ready" and s["cards"][victim]["state"] == "down" and s,
+        timeout=5,
+    )
+    assert down["down_card"] == endpoint
+    with pytest.raises(AppError, match=rf"card {victim}"):
+        c.predict("Are you there?", "", "", 8, api_name="/chat")
+    # the card comes back: so does the engine, without restarting the app
+    cards.start(victim)
+    cards.wait_healthy(victim)
+    wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
+    answer, _cid, progress = client(appliance).predict("Hello again.", "", "", 8, api_name="/chat")
+    assert progress["done"] and progress["stats"]["generated_tokens"] > 0
