@@ -145,6 +145,23 @@ def _wait_listening(host: str, port: int, timeout: float, rpc: threading.Thread)
     return False
 
 
+def _port_taken(host: str, port: int) -> str | None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            return err.strerror or str(err)
+    return None
+
+
+def _exit_when_done(rpc: threading.Thread, card: int) -> None:
+    rpc.join()
+    print(f"card {card}: the RPC server stopped; exiting", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
 def serve(args: argparse.Namespace) -> int:
     host, _, port_text = args.listen.rpartition(":")
     port = int(port_text)
@@ -153,6 +170,10 @@ def serve(args: argparse.Namespace) -> int:
     except AddressRefused as err:
         print(f"card {args.card}: {err}", file=sys.stderr)
         return 2
+    busy = _port_taken(host, port)
+    if busy:
+        print(f"card {args.card}: could not listen on {args.listen}: {busy}", file=sys.stderr)
+        return 1
     cache = Path(args.cache_dir) / f"card{args.card}" if args.cache_dir else None
     if cache:
         cache.mkdir(parents=True, exist_ok=True)
@@ -161,12 +182,17 @@ def serve(args: argparse.Namespace) -> int:
         name="rpc", daemon=True,
     )
     rpc.start()
+    threading.Thread(target=_exit_when_done, args=(rpc, args.card), name="rpc-watch", daemon=True).start()
     if not _wait_listening(host, port, 30.0, rpc):
         print(f"card {args.card}: the RPC server could not listen on {args.listen} (port in use?)", file=sys.stderr)
         return 1
     agent = Agent(card=args.card, endpoint=args.listen, threads=args.threads, sysfs_root=Path(args.sysfs_root))
     health_port = args.health_port or port + 1000
-    httpd = ThreadingHTTPServer((host, health_port), _handler(agent))
+    try:
+        httpd = ThreadingHTTPServer((host, health_port), _handler(agent))
+    except OSError as err:
+        print(f"card {args.card}: could not serve health on {host}:{health_port}: {err.strerror}", file=sys.stderr)
+        return 1
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         threading.Thread(target=httpd.shutdown, daemon=True).start()

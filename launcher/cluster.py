@@ -57,7 +57,8 @@ class CardProcesses:
         while time.monotonic() < deadline:
             proc = self.procs.get(index)
             if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"card agent {index} exited with code {proc.returncode}")
+                where = f"; see {self.log_dir / f'card{index}.log'}" if self.log_dir else ""
+                raise RuntimeError(f"card agent {index} exited with code {proc.returncode}{where}")
             try:
                 with urllib.request.urlopen(url, timeout=1):
                     return
@@ -84,8 +85,10 @@ class CardProcesses:
 
 def run() -> int:
     settings = Settings()
-    cards = CardProcesses(settings)
-    print(f"starting {len(settings.cards)} card agents: {', '.join(settings.cards)}", flush=True)
+    logs = settings.data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    cards = CardProcesses(settings, log_dir=logs)
+    print(f"starting {len(settings.cards)} card agents: {', '.join(settings.cards)} (logs in {logs})", flush=True)
     app: subprocess.Popen[bytes] | None = None
 
     def forward(signum: int, _frame: object) -> None:

@@ -11,8 +11,8 @@ from tests.harness import ARTIFACTS, Appliance, card_settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-APPLIANCE_CARDS_PORT = 50252  # four cards for the shared appliance
-ENGINE_CARDS_PORT = 50262  # two cards for in-process engine tests (a card serves one host at a time)
+APPLIANCE_CARDS_PORT = 30252  # four cards for the shared appliance
+ENGINE_CARDS_PORT = 30262  # two cards for in-process engine tests (a card serves one host at a time)
 
 
 @pytest.fixture(scope="session")

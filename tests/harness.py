@@ -1,7 +1,7 @@
 """A real appliance for tests: card agents on loopback and the app as its own process.
 
-Tests use ports of their own (RPC 50252+, health +1000, web from a free port) so that a running
-`make run` on the same machine is left alone.
+Tests use ports of their own, below Linux's ephemeral range (RPC 30252+, health +1000; the web port
+from a free one), so that a running `make run` is left alone and no outgoing connection takes them.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ class Appliance:
     def start(self, timeout: float = 180.0) -> None:
         self.starts += 1
         log = open(self.log_dir / f"app-{self.starts}.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen([sys.executable, "-m", "app"], env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        command = [sys.executable, "-m", "app"]
+        self.proc = subprocess.Popen(command, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:

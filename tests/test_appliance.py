@@ -71,7 +71,7 @@ def test_stop_frees_the_engine_within_half_a_second(appliance: Appliance) -> Non
     wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
     asked = time.monotonic()
     assert c.predict(api_name="/stop") is True
-    answer, _cid, progress = job.result(timeout=10)
+    _answer, _cid, progress = job.result(timeout=10)
     assert progress["stats"]["finish_reason"] == "cancelled"
     wait_until(lambda: not status(appliance)["queue"]["running"], timeout=2, every=0.02)
     freed = time.monotonic() - asked
@@ -117,7 +117,7 @@ def test_a_conversation_survives_an_app_restart(appliance: Appliance) -> None:
     appliance.restart()
     saved = client(appliance).predict(cid, api_name="/history")
     assert [m["content"] for m in saved] == ["My name is Ada.", answer]
-    follow, same, progress = client(appliance).predict("What is my name?", cid, "", 16, api_name="/chat")
+    _follow, same, progress = client(appliance).predict("What is my name?", cid, "", 16, api_name="/chat")
     assert same == cid
     assert progress["stats"]["prompt_tokens"] > 15  # the earlier turn is part of the prompt
     assert len(client(appliance).predict(cid, api_name="/history")) == 4
@@ -148,5 +148,5 @@ def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -
     cards.start(victim)
     cards.wait_healthy(victim)
     wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
-    answer, _cid, progress = client(appliance).predict("Hello again.", "", "", 8, api_name="/chat")
+    _answer, _cid, progress = client(appliance).predict("Hello again.", "", "", 8, api_name="/chat")
     assert progress["done"] and progress["stats"]["generated_tokens"] > 0

@@ -18,7 +18,7 @@ def build(ctx: AppContext) -> OnLoad:
     conversation = gr.BrowserState(None, storage_key="quartet-conversation")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=220):
-            new_chat = gr.Button("＋ New chat", elem_id="new-chat")
+            new_chat = gr.Button("New chat", elem_id="new-chat")
             picker = gr.Radio(label="Conversations", choices=_choices(ctx), elem_id="conversations")
         with gr.Column(scale=4):
             with gr.Accordion("System prompt", open=False):

@@ -1,0 +1,53 @@
+"""A real Chromium on the real page: send a message, watch the answer stream in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import Appliance
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+         "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(appliance.url, wait_until="networkidle")
+    header = page.locator("#q-header")
+    header.get_by_text("ready").wait_for(timeout=15_000)
+    assert header.locator(".q-card.q-up").count() == 4
+    page.locator("#chat-input textarea").fill("Hello, who are you?")
+    page.locator("#send").click()
+    bot = page.locator("#chatbot .message.bot, #chatbot [data-testid='bot']").last
+    bot.wait_for(timeout=30_000)
+    lengths = []
+    for _ in range(40):  # sample the bubble while it streams
+        lengths.append(len(bot.inner_text()))
+        if page.locator("#chatbot .q-stats").count():
+            break
+        page.wait_for_timeout(100)
+    page.locator("#chatbot .q-stats").last.wait_for(timeout=60_000)
+    page.screenshot(path=str(artifacts / "chat.png"), full_page=True)
+    stats = page.locator("#chatbot .q-stats").last.inner_text()
+    assert "tokens" in stats and "tok/s" in stats
+    assert len(set(lengths)) > 1, "the answer did not grow while streaming"
+    assert page.locator("#chat-input textarea").input_value() == ""
+    assert page.locator("#conversations").get_by_text("Hello, who are you?").count() == 1
+    page.close()

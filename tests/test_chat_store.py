@@ -1,0 +1,73 @@
+"""Conversations in a real SQLite file: saved, listed, resumed after reopening."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from app.chat.store import ChatStore
+from app.database import Locked, migrate, open_database
+
+
+def store(path: Path) -> ChatStore:
+    return ChatStore(Locked(open_database(path)))
+
+
+def test_conversation_round_trip_survives_reopening(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    first = store(db)
+    cid = first.create("Be brief.")
+    first.add(cid, "user", "  Where is   the kb folder? It is where documents go, and the app watches it closely ")
+    first.add(cid, "assistant", "In kb/.", stats={"generated_tokens": 4, "decode_tps": 50.0})
+    again = store(db)
+    found = again.get(cid)
+    assert found is not None and found.system_prompt == "Be brief."
+    assert found.title.startswith("Where is the kb folder?") and len(found.title) <= 60
+    messages = again.messages(cid)
+    assert [(m.role, m.content) for m in messages][1] == ("assistant", "In kb/.")
+    assert messages[1].stats == {"generated_tokens": 4, "decode_tps": 50.0}
+    assert [c.id for c in again.recent()] == [cid]
+
+
+def test_database_is_wal_with_a_busy_timeout(tmp_path: Path) -> None:
+    db = open_database(tmp_path / "q.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+
+
+def test_migrations_run_once(tmp_path: Path) -> None:
+    db = open_database(tmp_path / "q.db")
+    calls = []
+    steps = [("001", lambda d: calls.append(1)), ("002", lambda d: calls.append(2))]
+    assert migrate(db, "x", steps) == ["001", "002"]
+    assert migrate(db, "x", steps) == []
+    assert migrate(db, "x", [*steps, ("003", lambda d: calls.append(3))]) == ["003"]
+    assert calls == [1, 2, 3]
+
+
+def test_regenerate_drops_only_the_trailing_answer(tmp_path: Path) -> None:
+    s = store(tmp_path / "q.db")
+    cid = s.create("")
+    for role, text in [("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d")]:
+        s.add(cid, role, text)
+    s.drop_last_answer(cid)
+    assert [m.content for m in s.messages(cid)] == ["a", "b", "c"]
+
+
+def test_writers_in_many_threads_lose_nothing(tmp_path: Path) -> None:
+    s = store(tmp_path / "q.db")
+    cid = s.create("")
+
+    def write(n: int) -> None:
+        for i in range(50):
+            s.add(cid, "user", f"{n}-{i}")
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(s.messages(cid)) == 200
+    raw = sqlite3.connect(tmp_path / "q.db")
+    assert raw.execute("select count(*) from messages").fetchone()[0] == 200

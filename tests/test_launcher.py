@@ -1,0 +1,78 @@
+"""`python -m launcher` (what `make run` runs): the whole appliance up, one ready line, Ctrl-C leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.harness import free_port
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_make_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "QUARTET_PORT": str(port),
+        "QUARTET_DATA_DIR": str(tmp_path / "var"),
+        "QUARTET_CARDS": json.dumps([f"127.0.0.1:{p}" for p in range(30272, 30276)]),
+        "QUARTET_CARD_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "launcher"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        assert launcher.stdout is not None
+        while time.monotonic() < deadline:
+            line = launcher.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("Quartet ready at"):
+                break
+        ready = [line for line in lines if line.startswith("Quartet ready at")]
+        assert ready == [f"Quartet ready at http://127.0.0.1:{port}\n"], "".join(lines[-20:])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            assert json.loads(response.read())["engine"] == "ready"
+        family = descendants(launcher.pid)
+        assert len(family) >= 6  # four card agents, the app, the engine worker
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) for pid in family):
+            time.sleep(0.2)
+        assert not [pid for pid in family if alive(pid)], "processes left behind"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
