@@ -17,7 +17,7 @@ test: setup-test
 	@$(PY) -m pytest
 
 lint: setup
-	@$(PY) -m ruff check app launcher tests bench
+	@$(PY) -m ruff check .
 	@$(PY) -m mypy
 
 bench: setup

@@ -47,7 +47,11 @@ def build_context(settings: Settings) -> AppContext:
         ChatStore(database), engine, max_tokens=settings.max_tokens, temperature=settings.temperature
     )
     cards = CardMonitor(
-        settings.cards, settings.health_url, every_s=settings.card_poll_s, timeout_s=settings.card_timeout_s
+        settings.cards,
+        settings.health_url,
+        every_s=settings.card_poll_s,
+        timeout_s=settings.card_timeout_s,
+        on_down=engine.note_card_down,
     )
     return AppContext(settings=settings, engine=engine, chat=chat, cards=cards)
 

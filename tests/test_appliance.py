@@ -150,3 +150,30 @@ def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -
     wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
     _answer, _cid, progress = client(appliance).predict("Hello again.", "", "", 8, api_name="/chat")
     assert progress["done"] and progress["stats"]["generated_tokens"] > 0
+
+
+def test_a_card_lost_while_idle_is_noticed_before_anyone_asks(appliance: Appliance) -> None:
+    cards = appliance.cards
+    victim = 1
+    endpoint = cards.settings.cards[victim]
+    cards.kill(victim)
+    found = wait_until(lambda: (s := status(appliance))["down_card"] == endpoint and s, timeout=5)
+    assert found["state"] == "recovering"
+    started = time.monotonic()
+    with pytest.raises(AppError, match=rf"card {victim} \({endpoint}\)"):
+        client(appliance).predict("Anyone there?", "", "", 8, api_name="/chat")
+    assert time.monotonic() - started < 5, "a chat waited for a card that is down instead of saying so"
+    cards.start(victim)
+    cards.wait_healthy(victim)
+    wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
+    _answer, _cid, progress = client(appliance).predict("Back?", "", "", 8, api_name="/chat")
+    assert progress["stats"]["generated_tokens"] > 0
+
+
+def test_a_card_restarted_between_answers_costs_no_answer(appliance: Appliance) -> None:
+    cards = appliance.cards
+    cards.kill(3)
+    cards.start(3)
+    cards.wait_healthy(3)
+    _answer, _cid, progress = client(appliance).predict("Still fine?", "", "", 8, api_name="/chat")
+    assert progress["done"] and progress["stats"]["generated_tokens"] > 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -136,6 +137,7 @@ def _worker_main(conn: Connection, config: Any, cancel_id: Any) -> None:
     # No PR_SET_PDEATHSIG here: Linux ties it to the *thread* that spawned us, which is a
     # short-lived loader thread. The pipe ends instead: when the app dies, recv/send fail and
     # the worker leaves.
+    os.environ["GGML_NO_BACKTRACE"] = "1"  # a dead card aborts us: one line, not a gdb session
     from app.engine.engine import Engine
 
     engine = Engine(config)

@@ -20,12 +20,13 @@ from typing import Any, Literal
 from app.engine import cards as card_probe
 from app.engine.backends import Backend, InProcessBackend, WorkerBackend, WorkerLost
 from app.engine.engine_config import EngineConfig
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo, Queued, Stats
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo, Queued, Stats, Token
 
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "loading", "ready", "recovering", "failed", "stopped"]
-_RETRY_S = 1.0
+_RETRY_S = 0.5
+_RETRY_READY_S = 60.0  # how long a retried answer waits for the rebuilt engine
 
 
 class Ticket:
@@ -107,12 +108,15 @@ class EngineService:
         log.info("engine %s: %s", state, message)
 
     def _bring_up(self) -> None:
+        self._load_when_cards_answer()
+
+    def _load_when_cards_answer(self) -> None:
         """Wait for every card, then load; repeat until it works or the service stops."""
         while self._state != "stopped":
             down = card_probe.first_card_down(self.config.cards)
             if down:
                 index, endpoint, reason = down
-                if self._state != "recovering":
+                if self._state != "recovering" or self._down_card != endpoint:
                     self._set_state("recovering", f"waiting for card {index} ({endpoint}): {reason}", endpoint)
                 time.sleep(_RETRY_S)
                 continue
@@ -135,12 +139,16 @@ class EngineService:
             self._set_state("ready", f"{info.name} ready on {len(info.cards)} cards")
             return
 
-    def _recover(self, err: EngineError) -> None:
+    def _recover(self, err: EngineError, failed: Backend) -> None:
+        """Drop the backend that failed and rebuild; a no-op if it was already replaced."""
         with self._cond:
-            backend, self._backend = self._backend, None
-        if backend:
-            backend.stop()
-        self._set_state("recovering", str(err), err.card)
+            if self._backend is not failed or self._state == "stopped":
+                return
+            self._backend = None
+            self._state, self._message, self._down_card = "recovering", str(err), err.card
+            self._cond.notify_all()
+        log.info("engine recovering: %s", err)
+        failed.stop()
         threading.Thread(target=self._bring_up, name="engine-recover", daemon=True).start()
 
     # -- the queue -------------------------------------------------------------------------
@@ -194,23 +202,56 @@ class EngineService:
     def _watch_backend(self) -> None:
         backend = self._backend
         if backend is not None and self._state == "ready" and not backend.alive():
-            threading.Thread(
-                target=self._recover, args=(WorkerLost("the engine worker stopped while idle"),), daemon=True
-            ).start()
+            self._recover_async(WorkerLost("the engine worker stopped while idle"), backend)
 
-    def _execute(self, ticket: Ticket) -> None:
+    def note_card_down(self, index: int, endpoint: str, reason: str) -> None:
+        """The card monitor saw a card stop answering. If the engine is idle, rebuild it now rather
+        than fail the next user's answer on a dead connection."""
+        with self._cond:
+            backend = self._backend if self._state == "ready" and self._current is None else None
+        if backend is not None and endpoint in self.config.cards:
+            self._recover_async(EngineError(f"card {index} ({endpoint}) is down: {reason}", card=endpoint), backend)
+
+    def _recover_async(self, err: EngineError, failed: Backend) -> None:
+        threading.Thread(target=self._recover, args=(err, failed), name="engine-recover", daemon=True).start()
+
+    def _usable_backend(self) -> Backend | EngineError:
+        """The backend to run on; while it is being rebuilt, wait only if every card answers."""
+        if self._state == "recovering":
+            down = card_probe.first_card_down(self.config.cards)
+            if down:
+                index, endpoint, reason = down
+                return EngineError(
+                    f"card {index} ({endpoint}) is down ({reason}); answers resume when it is back", card=endpoint
+                )
+            self.wait_ready(_RETRY_READY_S)
         backend = self._backend
         if backend is None or self._state != "ready":
-            ticket.put(Failed(f"the engine is not available: {self._message}", self._down_card))
-            return
-        try:
-            for event in backend.generate(ticket.id, ticket.request):
-                ticket.put(event)
-                if isinstance(event, Done):
-                    self._last_stats = event.stats
-        except WorkerLost as err:
-            ticket.put(Failed(str(err), err.card))
-            self._recover(err)
+            return EngineError(f"the engine is not available: {self._message}", card=self._down_card)
+        return backend
+
+    def _execute(self, ticket: Ticket) -> None:
+        for attempt in (1, 2):
+            backend = self._usable_backend()
+            if isinstance(backend, EngineError):
+                ticket.put(Failed(str(backend), backend.card))
+                return
+            produced = False
+            try:
+                for event in backend.generate(ticket.id, ticket.request):
+                    produced = produced or isinstance(event, Token)
+                    ticket.put(event)
+                    if isinstance(event, Done):
+                        self._last_stats = event.stats
+                return
+            except WorkerLost as err:
+                self._recover(err, backend)
+                # Every card answers yet the worker died before a token: a card restarted while we
+                # held a stale connection. Rebuilt, the engine can take the same request once more.
+                if produced or err.card or attempt == 2 or not self.wait_ready(_RETRY_READY_S):
+                    ticket.put(Failed(str(err), err.card))
+                    return
+                log.info("answer %d: retrying on the rebuilt engine", ticket.id)
 
     # -- what the UI and API show ------------------------------------------------------------
 

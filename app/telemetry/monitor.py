@@ -54,7 +54,15 @@ def _reason(err: Exception) -> str:
 
 
 class CardMonitor:
-    def __init__(self, cards: list[str], health_url: Callable[[str], str], *, every_s: float, timeout_s: float) -> None:
+    def __init__(
+        self,
+        cards: list[str],
+        health_url: Callable[[str], str],
+        *,
+        every_s: float,
+        timeout_s: float,
+        on_down: Callable[[int, str, str], None] | None = None,
+    ) -> None:
         self._cards = cards
         self._urls = [health_url(card) for card in cards]
         self._every = every_s
@@ -64,6 +72,7 @@ class CardMonitor:
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(cards)), thread_name_prefix="card-poll")
         self._thread: threading.Thread | None = None
+        self._on_down = on_down
 
     def start(self) -> None:
         self.poll()
@@ -81,7 +90,10 @@ class CardMonitor:
     def poll(self) -> list[CardSample]:
         results = list(self._pool.map(self._probe, range(len(self._cards))))
         with self._lock:
-            self._samples = results
+            before, self._samples = self._samples, results
+        for old, new in zip(before, results, strict=True):
+            if new.state == "down" and old.state != "down" and self._on_down:
+                self._on_down(new.index, new.endpoint, new.reason or "no answer")
         return results
 
     def _probe(self, index: int) -> CardSample:

@@ -23,7 +23,9 @@ def build(ctx: AppContext) -> OnLoad:
         with gr.Column(scale=4):
             with gr.Accordion("System prompt", open=False):
                 system = gr.Textbox(ctx.settings.system_prompt, lines=3, show_label=False, elem_id="system-prompt")
-            bubbles = gr.Chatbot(height=520, elem_id="chatbot", buttons=["copy"], feedback_options=None)
+            bubbles = gr.Chatbot(
+                height=520, elem_id="chatbot", buttons=["copy"], feedback_options=None, show_label=False
+            )
             line = gr.Markdown(elem_id="chat-status")
             with gr.Row():
                 box = gr.Textbox(
