@@ -150,3 +150,24 @@ def test_a_card_that_does_not_answer_is_named_before_ggml_aborts(engine_cards: C
 
     with pytest.raises(EngineError, match=r"card 1 \(127\.0\.0\.1:1\) does not answer: connection refused"):
         check_cards([engine_cards.settings.cards[0], "127.0.0.1:1"])
+
+
+def test_json_schema_constrains_the_answer(engine: object) -> None:
+    import json
+
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}, "cards": {"type": "integer"}},
+        "required": ["name", "cards"],
+        "additionalProperties": False,
+    }
+    text, done = run(engine, ask("Describe the appliance as JSON.", max_tokens=96, json_schema=json.dumps(schema)))
+    assert done.stats.finish_reason == "stop"
+    jsonschema.validate(json.loads(text), schema)
+
+
+def test_an_unusable_schema_is_refused_plainly(engine: object) -> None:
+    with pytest.raises(EngineError, match="JSON schema cannot be used"):
+        run(engine, ask("x", max_tokens=4, json_schema='{"type": "no-such-type"}'))

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import jsonschema
 import llama_cpp
 from llama_cpp import llama_chat_format
+from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine import ggml, placement
 from app.engine.cards import check_cards
@@ -172,7 +175,9 @@ class Engine:
             )
         budget = min(request.max_tokens, self.config.max_tokens_limit, room)
         cached = self._reuse_prefix(llm, tokens)
-        llm._sampler = llm._init_sampler(temp=request.temperature, top_p=request.top_p)
+        llm._sampler = llm._init_sampler(
+            temp=request.temperature, top_p=request.top_p, grammar=_grammar(request.json_schema, llm._model.vocab)
+        )
         if request.seed is not None:
             llm.set_seed(request.seed)
         try:
@@ -239,6 +244,29 @@ class Engine:
         finished = time.monotonic()
         stats = _stats(prompt_tokens, cached, generated, started, first_at, finished, reason, prompt_done)
         yield Done(stats)
+
+
+def _grammar(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
+    """llama.cpp's grammar for a JSON schema, checked before it reaches the sampler chain (a grammar
+    llama cannot parse gives a NULL sampler there, and a segfault instead of an error)."""
+    if json_schema is None:
+        return None
+    try:
+        jsonschema.validators.validator_for(schema := json.loads(json_schema)).check_schema(schema)
+        grammar = LlamaGrammar.from_json_schema(json_schema, verbose=False)
+    except (ValueError, jsonschema.SchemaError) as err:
+        raise EngineError(f"the JSON schema cannot be used to constrain the answer: {_first_line(err)}") from err
+    except Exception as err:  # the GBNF converter raises bare exceptions for unsupported parts
+        raise EngineError(f"the JSON schema cannot be used to constrain the answer: {err}") from err
+    probe = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode(), grammar._root.encode())
+    if not probe:
+        raise EngineError("the JSON schema cannot be used to constrain the answer: llama.cpp rejected its grammar")
+    llama_cpp.llama_sampler_free(probe)
+    return grammar
+
+
+def _first_line(err: Exception) -> str:
+    return str(getattr(err, "message", err)).splitlines()[0]
 
 
 class _StopScanner:

@@ -25,6 +25,7 @@ class GenerationRequest:
     top_p: float = 0.95
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    json_schema: str | None = None  # constrain the answer to JSON matching this schema ("{}" = any object)
 
 
 @dataclass(frozen=True)
