@@ -42,7 +42,9 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 def build_context(settings: Settings) -> AppContext:
     database = Locked(open_database(settings.db_path))
-    engine = EngineService(engine_config(settings), isolated=settings.engine_isolation)
+    engine = EngineService(
+        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue
+    )
     chat = ChatService(
         ChatStore(database), engine, max_tokens=settings.max_tokens, temperature=settings.temperature
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ class AppContext:
     engine: EngineService
     chat: ChatService
     cards: CardMonitor
+    # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
+    embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 
     def status(self) -> dict[str, Any]:
         return appliance_status(self.engine, self.cards)

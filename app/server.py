@@ -8,7 +8,11 @@ from typing import Any
 import fastapi
 import gradio as gr
 import uvicorn
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 
+from app.api.openai_routes import build_router
+from app.api.schemas import ApiError
 from app.context import AppContext
 from app.ui import page
 
@@ -17,6 +21,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
+
+    _mount_openai(api, ctx)
 
     @api.get("/health")
     def health() -> dict[str, Any]:
@@ -37,6 +43,22 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
         show_error=True,
         ssr_mode=False,
     )
+
+
+def _mount_openai(api: fastapi.FastAPI, ctx: AppContext) -> None:
+    api.include_router(build_router(ctx))
+
+    @api.exception_handler(ApiError)
+    def api_error(_request: fastapi.Request, err: ApiError) -> JSONResponse:
+        return JSONResponse(err.body(), status_code=err.status)
+
+    @api.exception_handler(RequestValidationError)
+    def invalid(request: fastapi.Request, err: RequestValidationError) -> JSONResponse:
+        first = err.errors()[0] if err.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())[1:])
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
+        body = ApiError(400, message, type_="invalid_request_error", param=where or None).body()
+        return JSONResponse(body, status_code=400)
 
 
 def make_server(ctx: AppContext) -> uvicorn.Server:

@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     engine_isolation: bool = Field(
         True, description="Run llama.cpp in a supervised worker process (a card fault costs one answer)."
     )
+    max_queue: int = Field(32, ge=1, description="Answers that may wait in the queue before new ones are refused.")
+    api_keys: list[str] = Field(
+        default_factory=list, description="Bearer keys for the OpenAI-compatible API under /v1; empty = open."
+    )
     max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per answer.")
     max_tokens_limit: int = Field(4096, ge=1, description="Hard cap a request may ask for.")
     temperature: float = Field(0.7, ge=0, description="Default sampling temperature.")

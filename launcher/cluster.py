@@ -1,9 +1,9 @@
-"""The local profile: four card agents on loopback and the app, started and stopped together.
+"""The local profile: four card agents on loopback and the app, started, watched and stopped together.
 
     python -m launcher          # what `make run` runs
 
-Each child gets SIGTERM on Ctrl-C (and dies with the launcher even if it is killed), so nothing
-is left behind.
+A child that dies on its own is restarted; on Ctrl-C or SIGTERM each child gets SIGTERM (and they
+die with the launcher even if it is killed), so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from app.settings import Settings
 
 _HEALTH_WAIT_S = 60.0
+_WATCH_S = 0.5
 
 
 class CardProcesses:
@@ -83,28 +85,60 @@ class CardProcesses:
                 proc.wait()
 
 
+class Supervisor:
+    """Starts the cards, waits until they are healthy, starts the app, and restarts any child that
+    dies on its own (a non-zero exit) until it is told to stop."""
+
+    def __init__(self, settings: Settings, *, log_dir: Path) -> None:
+        self.cards = CardProcesses(settings, log_dir=log_dir)
+        self.app: subprocess.Popen[bytes] | None = None
+        self.stopping = threading.Event()
+        self.restarts: dict[str, int] = {}
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+    def start_app(self) -> None:
+        self.app = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"])
+
+    def run(self) -> int:
+        try:
+            self.cards.start_all()
+            self.start_app()
+            while not self.stopping.wait(_WATCH_S):
+                self.watch()
+            return 0
+        finally:
+            if self.app is not None and self.app.poll() is None:
+                self.app.terminate()
+                try:
+                    self.app.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    self.app.kill()
+            self.cards.stop_all()
+
+    def watch(self) -> None:
+        for index, proc in list(self.cards.procs.items()):
+            if proc.poll() not in (None, 0) and not self.stopping.is_set():
+                self._restarted(f"card agent {index}", proc.returncode)
+                self.cards.start(index)
+        if self.app is not None and self.app.poll() not in (None, 0) and not self.stopping.is_set():
+            self._restarted("the app", self.app.returncode)
+            self.start_app()
+        elif self.app is not None and self.app.poll() == 0:
+            self.stopping.set()  # the app was asked to stop (Ctrl-C reaches it too): so do we
+
+    def _restarted(self, what: str, code: int) -> None:
+        self.restarts[what] = self.restarts.get(what, 0) + 1
+        print(f"launcher: {what} exited with code {code}; restarting it", file=sys.stderr, flush=True)
+
+
 def run() -> int:
     settings = Settings()
     logs = settings.data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    cards = CardProcesses(settings, log_dir=logs)
     print(f"starting {len(settings.cards)} card agents: {', '.join(settings.cards)} (logs in {logs})", flush=True)
-    app: subprocess.Popen[bytes] | None = None
-
-    def forward(signum: int, _frame: object) -> None:
-        if app is not None and app.poll() is None:
-            app.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    try:
-        cards.start_all()
-        app = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"])
-        while app.poll() is None:
-            try:
-                app.wait()
-            except KeyboardInterrupt:
-                forward(signal.SIGINT, None)
-        return app.returncode or 0
-    finally:
-        cards.stop_all()
+    supervisor = Supervisor(settings, log_dir=logs)
+    signal.signal(signal.SIGTERM, supervisor.stop)
+    signal.signal(signal.SIGINT, supervisor.stop)
+    return supervisor.run()

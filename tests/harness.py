@@ -22,6 +22,7 @@ from launcher.cluster import CardProcesses
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
+API_KEY = "sk-quartet-test"
 
 
 def free_port() -> int:
@@ -67,6 +68,7 @@ class Appliance:
             "QUARTET_CARD_POLL_S": "0.5",
             "QUARTET_MAX_TOKENS": "64",
             "QUARTET_TEMPERATURE": "0",
+            "QUARTET_API_KEYS": json.dumps([API_KEY]),
         }
 
     def start(self, timeout: float = 180.0) -> None:
@@ -103,3 +105,13 @@ class Appliance:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+def wait_until(check: Any, timeout: float, every: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise TimeoutError(f"condition not met within {timeout} s")

@@ -11,7 +11,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.harness import Appliance, get_json
+from tests.harness import Appliance, get_json, wait_until
 
 
 def client(appliance: Appliance) -> Client:
@@ -21,16 +21,6 @@ def client(appliance: Appliance) -> Client:
 def status(appliance: Appliance) -> dict[str, Any]:
     result: dict[str, Any] = client(appliance).predict(api_name="/status")
     return result
-
-
-def wait_until(check: Any, timeout: float, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise TimeoutError(f"condition not met within {timeout} s")
 
 
 def test_layers_are_on_the_four_cards(appliance: Appliance) -> None:

@@ -1,4 +1,4 @@
-"""`python -m launcher` (what `make run` runs): the whole appliance up, one ready line, Ctrl-C leaves nothing."""
+"""`python -m launcher` (`make run`): all up, one ready line, dead children restarted, Ctrl-C leaves nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.harness import free_port
+from tests.harness import free_port, get_json, wait_until
 
 
 def descendants(pid: int) -> set[int]:
@@ -38,7 +38,29 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_make_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+def _answer(url: str) -> bool:
+    try:
+        get_json(url, timeout=1)
+    except OSError:
+        return False
+    return True
+
+
+def _ready(url: str) -> bool:
+    return _answer(url) and get_json(url)["engine"] == "ready"
+
+
+def _app_pid(launcher_pid: int) -> int | None:
+    for pid in descendants(launcher_pid):
+        try:
+            if b"-m\x00app\x00" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     env = {
         **os.environ,
@@ -65,6 +87,14 @@ def test_make_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) 
         assert ready == [f"Quartet ready at http://127.0.0.1:{port}\n"], "".join(lines[-20:])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
             assert json.loads(response.read())["engine"] == "ready"
+        health = f"http://127.0.0.1:{port}/health"
+        card_health = "http://127.0.0.1:31273/health"
+        first_card_pid = get_json(card_health)["pid"]
+        os.kill(first_card_pid, signal.SIGKILL)  # a card agent dies: the launcher brings it back
+        wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] != first_card_pid, 30)
+        app_pid = _app_pid(launcher.pid)
+        os.kill(app_pid, signal.SIGKILL)  # so does the app
+        wait_until(lambda: _app_pid(launcher.pid) not in (None, app_pid) and _ready(health), 120)
         family = descendants(launcher.pid)
         assert len(family) >= 6  # four card agents, the app, the engine worker
         launcher.send_signal(signal.SIGINT)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.chat.store import ChatStore
-from app.engine.events import Done, Failed, GenerationRequest, Message, Queued, Stats, Token
+from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Stats, Token
 from app.engine.service import EngineService, Ticket
 
 
@@ -74,7 +74,12 @@ class ChatService:
         )
 
     def _answer(self, cid: str, *, owner: str, max_tokens: int | None) -> Iterator[ChatUpdate]:
-        ticket = self.engine.submit(self._request(cid, max_tokens))
+        try:
+            ticket = self.engine.submit(self._request(cid, max_tokens))
+        except EngineError as err:
+            self.store.add(cid, "assistant", "", status="error", stats={"error": str(err)})
+            yield ChatUpdate("", done=True, error=str(err))
+            return
         with self._lock:
             self._active[owner] = ticket
         text, saved = "", False

@@ -48,7 +48,7 @@ class InProcessBackend:
         try:
             yield from self._engine.generate(request, cancelled=lambda: self._cancel_id == job_id)
         except EngineError as err:
-            yield Failed(str(err), err.card)
+            yield err.failed()
 
     def cancel(self, job_id: int) -> None:
         self._cancel_id = job_id
@@ -144,7 +144,7 @@ def _worker_main(conn: Connection, config: Any, cancel_id: Any) -> None:
     try:
         info = engine.load()
     except EngineError as err:
-        conn.send(("load_failed", str(err), err.card))
+        conn.send(("load_failed", str(err), err.card))  # kind follows from card
         return
     conn.send(("loaded", info))
     while True:
@@ -159,7 +159,7 @@ def _worker_main(conn: Connection, config: Any, cancel_id: Any) -> None:
             for event in engine.generate(request, cancelled=lambda: cancel_id.value == job_id):  # noqa: B023
                 conn.send(("event", job_id, event))
         except EngineError as err:
-            conn.send(("event", job_id, Failed(str(err), err.card)))
+            conn.send(("event", job_id, err.failed()))
         except (BrokenPipeError, EOFError):
             break
     engine.close()

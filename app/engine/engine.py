@@ -155,7 +155,7 @@ class Engine:
         try:
             formatted = self._formatter(messages=messages)  # type: ignore[arg-type]
         except Exception as err:  # jinja raises its own errors for unsupported message orders
-            raise EngineError(f"the model's chat template refused this conversation: {err}") from err
+            raise EngineError(f"the model's chat template refused this conversation: {err}", kind="request") from err
         tokens = self._llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=False, special=True)
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
         return tokens, stops + list(request.stop)
@@ -171,7 +171,8 @@ class Engine:
         if room < _MIN_ROOM:
             raise EngineError(
                 f"the conversation is {len(tokens)} tokens long and the model's context holds "
-                f"{n_ctx}; start a new chat or shorten the message"
+                f"{n_ctx}; start a new chat or shorten the message",
+                kind="context",
             )
         budget = min(request.max_tokens, self.config.max_tokens_limit, room)
         cached = self._reuse_prefix(llm, tokens)
@@ -255,14 +256,18 @@ def _grammar(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
         jsonschema.validators.validator_for(schema := json.loads(json_schema)).check_schema(schema)
         grammar = LlamaGrammar.from_json_schema(json_schema, verbose=False)
     except (ValueError, jsonschema.SchemaError) as err:
-        raise EngineError(f"the JSON schema cannot be used to constrain the answer: {_first_line(err)}") from err
+        raise EngineError(_unusable(_first_line(err)), kind="request") from err
     except Exception as err:  # the GBNF converter raises bare exceptions for unsupported parts
-        raise EngineError(f"the JSON schema cannot be used to constrain the answer: {err}") from err
+        raise EngineError(_unusable(str(err)), kind="request") from err
     probe = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode(), grammar._root.encode())
     if not probe:
-        raise EngineError("the JSON schema cannot be used to constrain the answer: llama.cpp rejected its grammar")
+        raise EngineError(_unusable("llama.cpp rejected its grammar"), kind="request")
     llama_cpp.llama_sampler_free(probe)
     return grammar
+
+
+def _unusable(why: str) -> str:
+    return f"the JSON schema cannot be used to constrain the answer: {why}"
 
 
 def _first_line(err: Exception) -> str:

@@ -58,10 +58,14 @@ class Done:
     stats: Stats
 
 
+FailureKind = Literal["request", "context", "card", "busy", "engine"]
+
+
 @dataclass(frozen=True)
 class Failed:
     message: str
     card: str | None = None
+    kind: FailureKind = "engine"
 
 
 Event = Queued | Token | Done | Failed
@@ -89,6 +93,10 @@ class ModelInfo:
 class EngineError(RuntimeError):
     """A failure to explain to a person: what happened, to which card or model, and what to do."""
 
-    def __init__(self, message: str, *, card: str | None = None) -> None:
+    def __init__(self, message: str, *, card: str | None = None, kind: FailureKind | None = None) -> None:
         super().__init__(message)
         self.card = card
+        self.kind: FailureKind = kind or ("card" if card else "engine")
+
+    def failed(self) -> Failed:
+        return Failed(str(self), self.card, self.kind)

@@ -42,6 +42,13 @@ class Ticket:
     def put(self, event: Event) -> None:
         self._events.put(event)
 
+    def get(self, timeout: float) -> Event | None:
+        """The next event, or None if none came within `timeout` seconds (for async callers)."""
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
     def events(self) -> Iterator[Event]:
         """Queued* → Token* → Done | Failed. Leaving early (a closed client) cancels the job."""
         finished = False
@@ -58,8 +65,9 @@ class Ticket:
 
 
 class EngineService:
-    def __init__(self, config: EngineConfig, *, isolated: bool = True) -> None:
+    def __init__(self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32) -> None:
         self.config = config
+        self.max_queue = max_queue
         self._make_backend: Callable[[], Backend] = (
             (lambda: WorkerBackend(config)) if isolated else (lambda: InProcessBackend(config))
         )
@@ -157,6 +165,11 @@ class EngineService:
         request = _bounded(request, self.config.max_tokens_limit)
         ticket = Ticket(next(self._ids), request, self)
         with self._cond:
+            if len(self._waiting) >= self.max_queue:
+                raise EngineError(
+                    f"the appliance is busy: {len(self._waiting)} answers are waiting; try again shortly",
+                    kind="busy",
+                )
             self._waiting.append(ticket)
             self._announce_positions()
             self._cond.notify_all()
@@ -234,7 +247,7 @@ class EngineService:
         for attempt in (1, 2):
             backend = self._usable_backend()
             if isinstance(backend, EngineError):
-                ticket.put(Failed(str(backend), backend.card))
+                ticket.put(backend.failed())
                 return
             produced = False
             try:
@@ -249,7 +262,7 @@ class EngineService:
                 # Every card answers yet the worker died before a token: a card restarted while we
                 # held a stale connection. Rebuilt, the engine can take the same request once more.
                 if produced or err.card or attempt == 2 or not self.wait_ready(_RETRY_READY_S):
-                    ticket.put(Failed(str(err), err.card))
+                    ticket.put(err.failed())
                     return
                 log.info("answer %d: retrying on the rebuilt engine", ticket.id)
 

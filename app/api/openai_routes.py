@@ -1,0 +1,165 @@
+"""The OpenAI-compatible API under /v1, sharing the engine's queue with the UI.
+
+Status codes follow OpenAI: 401 bad key, 400 bad request or context too long, 503 busy or the
+engine not ready (with the queue length), 500 a card down (named). A streaming answer's status is
+decided by its first event, so a request that fails before any token still gets a real status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from app.api.schemas import ApiError, ChatRequest, EmbeddingRequest
+from app.context import AppContext
+from app.engine.events import Done, EngineError, Event, Failed, Queued, Token
+from app.engine.service import Ticket
+
+_POLL_S = 0.25  # how often a waiting request looks up from the queue (and notices a disconnect)
+_STATUS = {"context": 400, "request": 400, "busy": 503, "card": 500, "engine": 503}
+_CODES = {"context": "context_length_exceeded", "busy": "busy", "card": "card_down", "engine": "engine_unavailable"}
+
+
+def model_id(name: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
+
+
+def api_error(failure: Failed | EngineError, waiting: int = 0) -> ApiError:
+    kind = failure.kind
+    message = failure.message if isinstance(failure, Failed) else str(failure)
+    if kind == "busy" and waiting:
+        message = f"{message} (queue position would be {waiting + 1})"
+    type_ = "invalid_request_error" if _STATUS[kind] == 400 else "server_error"
+    param = "messages" if kind == "context" else None
+    return ApiError(_STATUS[kind], message, type_=type_, code=_CODES.get(kind), param=param)
+
+
+def build_router(ctx: AppContext) -> APIRouter:
+    def authorised(request: Request) -> None:
+        keys = ctx.settings.api_keys
+        if not keys:
+            return
+        header = request.headers.get("authorization", "")
+        if not header.startswith("Bearer ") or header[7:] not in keys:
+            raise ApiError(401, "invalid API key", type_="invalid_request_error", code="invalid_api_key")
+
+    router = APIRouter(prefix="/v1", dependencies=[Depends(authorised)])
+    served = model_id(ctx.settings.model_name)
+
+    @router.get("/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": served, "object": "model", "created": 0, "owned_by": "quartet"}]}
+
+    @router.post("/chat/completions", response_model=None)
+    async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse:
+        settings = ctx.settings
+        request = body.to_engine(default_max_tokens=settings.max_tokens, default_temperature=settings.temperature)
+        try:
+            ticket = ctx.engine.submit(request)
+        except EngineError as err:
+            raise api_error(err, ctx.engine.status()["queue"]["waiting"]) from err
+        answer = _Answer(ctx, ticket, served)
+        first = await answer.first()
+        if isinstance(first, Failed):
+            raise api_error(first)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return StreamingResponse(answer.sse(first, include_usage), media_type="text/event-stream")
+        return JSONResponse(await answer.whole(first))
+
+    @router.post("/embeddings")
+    def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
+        embed = ctx.embed
+        if embed is None:
+            raise ApiError(503, "no embedder is configured", type_="server_error", code="engine_unavailable")
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        vectors, tokens = embed(texts)
+        return {
+            "object": "list",
+            "model": body.model,
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    return router
+
+
+class _Answer:
+    """One chat completion followed from the engine's queue to the client."""
+
+    def __init__(self, ctx: AppContext, ticket: Ticket, model: str) -> None:
+        self.ctx, self.ticket, self.model = ctx, ticket, model
+        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+        self.finished = False
+
+    async def next(self) -> Event:
+        while True:
+            event = await anyio.to_thread.run_sync(self.ticket.get, _POLL_S)
+            if event is not None and not isinstance(event, Queued):
+                self.finished = isinstance(event, Done | Failed)
+                return event
+
+    async def first(self) -> Event:
+        try:
+            return await self.next()
+        except BaseException:
+            self.ctx.engine.cancel(self.ticket)  # the client left while waiting
+            raise
+
+    async def whole(self, event: Event) -> dict[str, Any]:
+        text = ""
+        while isinstance(event, Token):
+            text += event.text
+            event = await self.next()
+        if isinstance(event, Failed):
+            raise api_error(event)
+        assert isinstance(event, Done)
+        return {
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": _finish(event)}],
+            "usage": _usage(event),
+        }
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        data = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+    async def sse(self, event: Event, include_usage: bool) -> AsyncIterator[str]:
+        try:
+            yield self.chunk({"role": "assistant", "content": ""})
+            while isinstance(event, Token):
+                yield self.chunk({"content": event.text})
+                event = await self.next()
+            if isinstance(event, Failed):
+                yield f"data: {json.dumps(api_error(event).body())}\n\n"
+            elif isinstance(event, Done):
+                yield self.chunk({}, _finish(event))
+                if include_usage:
+                    usage = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                             "model": self.model, "choices": [], "usage": _usage(event)}
+                    yield f"data: {json.dumps(usage)}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            if not self.finished:
+                self.ctx.engine.cancel(self.ticket)  # the client went away mid-answer
+
+
+def _finish(done: Done) -> str:
+    return "length" if done.stats.finish_reason == "length" else "stop"
+
+
+def _usage(done: Done) -> dict[str, int]:
+    s = done.stats
+    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
+            "total_tokens": s.prompt_tokens + s.generated_tokens}

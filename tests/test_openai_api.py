@@ -1,0 +1,133 @@
+"""The OpenAI-compatible API, driven by the official `openai` client against the shared appliance."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from tests.harness import API_KEY, Appliance
+
+
+@pytest.fixture(scope="module")
+def api(appliance: Appliance) -> openai.OpenAI:
+    return openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+def test_lists_the_loaded_model(api: openai.OpenAI) -> None:
+    models = [m.id for m in api.models.list()]
+    assert models == ["gemma-3-270m-demo"]
+
+
+def test_non_streaming_chat(api: openai.OpenAI) -> None:
+    reply = api.chat.completions.create(
+        model="gemma-3-270m-demo", messages=[{"role": "user", "content": "Say hi."}], max_tokens=12, temperature=0
+    )
+    choice = reply.choices[0]
+    assert choice.message.role == "assistant" and choice.message.content
+    assert choice.finish_reason in ("stop", "length")
+    assert reply.usage is not None and 0 < reply.usage.completion_tokens <= 12
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+
+
+def test_streaming_chat_arrives_in_pieces(api: openai.OpenAI) -> None:
+    stream = api.chat.completions.create(
+        model="gemma-3-270m-demo", messages=[{"role": "user", "content": "Count to five."}], max_tokens=24,
+        temperature=0, stream=True, stream_options={"include_usage": True},
+    )
+    pieces, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            if choice.delta.content:
+                pieces.append(choice.delta.content)
+            finish = choice.finish_reason or finish
+    assert len(pieces) > 3
+    assert finish in ("stop", "length")
+    assert usage is not None and usage.completion_tokens <= 24
+
+
+def test_stop_sequences_end_the_answer(api: openai.OpenAI) -> None:
+    free = api.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0
+    ).choices[0].message.content or ""
+    cut = next((w for w in free.split()[2:] if len(w) > 2), None)
+    assert cut, free
+    stopped = api.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0,
+        stop=[cut],
+    ).choices[0]
+    assert cut not in (stopped.message.content or "")
+    assert stopped.finish_reason == "stop"
+
+
+def test_json_schema_response_validates(api: openai.OpenAI) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 30}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+    reply = api.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Give a city and its population as JSON."}],
+        max_tokens=80, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
+    )
+    jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schema)
+
+
+def test_a_wrong_key_is_refused_with_401(appliance: Appliance) -> None:
+    bad = openai.OpenAI(base_url=appliance.url + "/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        bad.models.list()
+    assert refused.value.status_code == 401
+
+
+def test_a_prompt_longer_than_the_context_is_refused_with_400(api: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        api.chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 6000}], max_tokens=8)
+    assert refused.value.status_code == 400
+    assert refused.value.code == "context_length_exceeded"
+    assert "context holds 4096" in str(refused.value)
+
+
+def test_a_streamed_prompt_too_long_also_gets_400(api: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError):
+        api.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "word " * 6000}], max_tokens=8, stream=True
+        )
+
+
+def test_malformed_requests_get_openai_shaped_400s(appliance: Appliance) -> None:
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    for body in ({"model": "m"}, {"model": "m", "messages": []}, {"model": "m", "messages": [{"role": "x"}]}):
+        response = httpx.post(appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+        assert response.status_code == 400, body
+        assert response.json()["error"]["type"] == "invalid_request_error"
+    bad_schema = {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                  "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}}}
+    response = httpx.post(appliance.url + "/v1/chat/completions", json=bad_schema, headers=headers, timeout=30)
+    assert response.status_code == 400 and "JSON schema" in response.json()["error"]["message"]
+
+
+def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appliance) -> None:
+    from gradio_client import Client
+
+    from tests.harness import wait_until
+
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    body = {"model": "m", "messages": [{"role": "user", "content": "Tell a very long story."}], "max_tokens": 2000,
+            "stream": True}
+    with httpx.stream("POST", appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=60) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        got = [line for line, _ in zip(lines, range(6), strict=False) if line.startswith("data:")]
+        assert got
+    status = Client(appliance.url, verbose=False)
+    wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
+    last = status.predict(api_name="/status")["last_stats"]
+    assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000
