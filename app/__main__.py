@@ -19,6 +19,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.service import EngineService
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
+from app.telemetry.service import Telemetry
 
 log = logging.getLogger("quartet")
 _LOAD_WAIT_S = 600.0
@@ -55,7 +56,16 @@ def build_context(settings: Settings) -> AppContext:
         timeout_s=settings.card_timeout_s,
         on_down=engine.note_card_down,
     )
-    return AppContext(settings=settings, engine=engine, chat=chat, cards=cards)
+    telemetry = Telemetry(
+        engine=engine,
+        monitor=cards,
+        warning_c=settings.temp_warning_c,
+        critical_c=settings.temp_critical_c,
+        every_s=settings.card_poll_s,
+    )
+    cards.listeners.append(telemetry.record)
+    engine.hold_when(telemetry.thermal_hold)
+    return AppContext(settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry)
 
 
 def main() -> int:

@@ -9,8 +9,8 @@ from typing import Any
 from app.chat.service import ChatService
 from app.engine.service import EngineService
 from app.settings import Settings
-from app.status import appliance_status
 from app.telemetry.monitor import CardMonitor
+from app.telemetry.service import Telemetry
 
 
 @dataclass
@@ -19,8 +19,9 @@ class AppContext:
     engine: EngineService
     chat: ChatService
     cards: CardMonitor
+    telemetry: Telemetry
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 
     def status(self) -> dict[str, Any]:
-        return appliance_status(self.engine, self.cards)
+        return self.telemetry.status()

@@ -9,12 +9,13 @@ import fastapi
 import gradio as gr
 import uvicorn
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.api.openai_routes import build_router
 from app.api.schemas import ApiError
 from app.context import AppContext
-from app.ui import page
+from app.telemetry.metrics import render as render_metrics
+from app.ui import kiosk, page
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -24,11 +25,30 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
 
     _mount_openai(api, ctx)
 
+    @api.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> str:
+        return render_metrics(ctx.status(), ctx.engine.counters.snapshot())
+
     @api.get("/health")
     def health() -> dict[str, Any]:
         status = ctx.status()
         return {"ok": True, "engine": status["state"], "message": status["message"]}
 
+    reconnect = (ASSETS / "kiosk.js").read_text(encoding="utf-8")
+    booth = kiosk.build(ctx)
+    booth.queue(default_concurrency_limit=1)
+    gr.mount_gradio_app(
+        api,
+        booth,
+        path="/kiosk",
+        server_name=ctx.settings.host,
+        server_port=ctx.settings.port,
+        footer_links=[],
+        css_paths=[ASSETS / "quartet.css", ASSETS / "kiosk.css"],
+        js=reconnect,
+        show_error=True,
+        ssr_mode=False,
+    )
     blocks = page.build(ctx)
     blocks.queue(default_concurrency_limit=1)
     return gr.mount_gradio_app(
@@ -39,7 +59,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
         server_port=ctx.settings.port,
         footer_links=["api"],
         css_paths=[ASSETS / "quartet.css"],
-        favicon_path=str(ASSETS / "logo.svg"),
+        js=reconnect,
         show_error=True,
         ssr_mode=False,
     )

@@ -68,12 +68,17 @@ class Settings(BaseSettings):
     )
     card_poll_s: float = Field(1.0, gt=0, description="Seconds between health checks of the cards.")
     card_timeout_s: float = Field(1.0, gt=0, description="Seconds before a card's health check fails.")
+    temp_warning_c: float = Field(85.0, description="Card temperature (°C) at which its panel warns.")
+    temp_critical_c: float = Field(
+        95.0, description="Card temperature (°C) at which new answers wait until every card cools below the warning."
+    )
     card_threads: int = Field(1, ge=1, description="CPU threads of each local card agent.")
     card_cache_dir: Path = Field(
         CACHE_DIR / "rpc-cache", description="Tensor cache of local card agents (fast model reloads)."
     )
     sysfs_root: Path = Field(
-        Path("/"), description="Root under which card agents read thermal and NPU-load sysfs files."
+        Path("/"),
+        description="Root under which local card agents read thermal and NPU-load sysfs; {card} = the card's index.",
     )
     ui_updates_per_s: float = Field(15.0, gt=0, description="Streaming UI updates per second.")
 

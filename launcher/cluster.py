@@ -39,7 +39,7 @@ class CardProcesses:
             "--health-port", str(int(s.cards[index].rpartition(":")[2]) + s.card_health_offset),
             "--threads", str(s.card_threads),
             "--cache-dir", str(s.card_cache_dir),
-            "--sysfs-root", str(s.sysfs_root),
+            "--sysfs-root", str(s.sysfs_root).replace("{card}", str(index)),
             "--die-with-parent",
         ]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from launcher.cluster import CardProcesses
-from tests.harness import ARTIFACTS, Appliance, card_settings
+from tests.harness import ARTIFACTS, Appliance, card_settings, rk_board
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -30,7 +30,11 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def appliance_cards(work_dir: Path) -> Iterator[CardProcesses]:
     logs = work_dir / "logs"
     logs.mkdir(exist_ok=True)
-    cards = CardProcesses(card_settings(APPLIANCE_CARDS_PORT, 4, work_dir / "rpc-cache"), log_dir=logs)
+    boards = work_dir / "boards"
+    for index in range(4):  # each card reads a sysfs tree laid out like an RK board; tests heat them up
+        rk_board(boards / f"card{index}", zones={"soc-thermal": 41000, "npu-thermal": 45000}, npu_load=None)
+    settings = card_settings(APPLIANCE_CARDS_PORT, 4, work_dir / "rpc-cache", sysfs_root=boards / "card{card}")
+    cards = CardProcesses(settings, log_dir=logs)
     cards.start_all()
     yield cards
     cards.stop_all()

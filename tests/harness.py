@@ -115,3 +115,16 @@ def wait_until(check: Any, timeout: float, every: float = 0.05) -> Any:
             return value
         time.sleep(every)
     raise TimeoutError(f"condition not met within {timeout} s")
+
+
+def rk_board(root: Path, *, zones: dict[str, int], npu_load: str | None) -> Path:
+    for i, (name, millideg) in enumerate(zones.items()):
+        zone = root / "sys/class/thermal" / f"thermal_zone{i}"
+        zone.mkdir(parents=True)
+        (zone / "type").write_text(f"{name}\n")
+        (zone / "temp").write_text(f"{millideg}\n")
+    if npu_load is not None:
+        load = root / "sys/kernel/debug/rknpu/load"
+        load.parent.mkdir(parents=True)
+        load.write_text(npu_load)
+    return root

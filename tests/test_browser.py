@@ -51,3 +51,36 @@ def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: App
     assert page.locator("#chat-input textarea").input_value() == ""
     assert page.locator("#conversations").get_by_text("Hello, who are you?").count() == 1
     page.close()
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 800)])
+def test_cards_tab_shows_a_panel_per_card(
+    browser: Any, appliance: Appliance, artifacts: Path, size: tuple[int, int]
+) -> None:
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.goto(appliance.url, wait_until="networkidle")
+    page.get_by_role("tab", name="Cards").click()
+    panels = page.locator("#card-panels .q-panel")
+    panels.first.wait_for(timeout=15_000)
+    assert panels.count() == 4
+    page.locator("#plot-load_pct").wait_for(timeout=15_000)
+    page.wait_for_timeout(2500)  # a few timer ticks: the plots fill
+    assert "45.0 °C" in panels.nth(0).inner_text()
+    page.screenshot(path=str(artifacts / f"cards-{size[0]}x{size[1]}.png"), full_page=True)
+    page.close()
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 800)])
+def test_kiosk_view_has_cards_and_chat_but_no_admin(browser: Any, appliance: Appliance, artifacts: Path,
+                                                    size: tuple[int, int]) -> None:
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.goto(appliance.url + "/kiosk/", wait_until="networkidle")
+    page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
+    assert page.locator("#kiosk-cards .q-panel").count() == 4
+    assert page.locator("#chat-input textarea").is_visible()
+    page.screenshot(path=str(artifacts / f"kiosk-{size[0]}x{size[1]}.png"))
+    for admin in ("Admin", "Use via API", "Settings", "System prompt"):
+        assert not page.get_by_text(admin, exact=False).filter(visible=True).count(), f"kiosk shows {admin!r}"
+    assert not page.get_by_role("tab").count(), "the kiosk is one screen, not tabs"
+    assert page.locator("#kiosk-cards .q-panel").first.bounding_box()["y"] < 200, "cards are not on screen"
+    page.close()

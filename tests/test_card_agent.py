@@ -12,8 +12,7 @@ import pytest
 
 from launcher.card_agent import AddressRefused, check_address
 from launcher.cluster import CardProcesses
-from tests.harness import card_settings, get_json
-from tests.test_sysfs import rk_board
+from tests.harness import card_settings, get_json, rk_board
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
@@ -62,8 +61,8 @@ def test_health_reads_the_boards_sensors_and_sigterm_stops_it(tmp_path: Path) ->
         cards.stop_all()
 
 
-def test_a_card_without_sensors_says_so(appliance_cards: CardProcesses) -> None:
-    health = get_json(appliance_cards.settings.health_url(appliance_cards.settings.cards[0]))
+def test_a_card_without_sensors_says_so(engine_cards: CardProcesses) -> None:
+    health = get_json(engine_cards.settings.health_url(engine_cards.settings.cards[0]))
     assert health["temperature_c"] is None
     assert health["load_source"] == "process_cpu" and 0 <= health["load_pct"] <= 100
 

@@ -5,19 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.telemetry import sysfs
-
-
-def rk_board(root: Path, *, zones: dict[str, int], npu_load: str | None) -> Path:
-    for i, (name, millideg) in enumerate(zones.items()):
-        zone = root / "sys/class/thermal" / f"thermal_zone{i}"
-        zone.mkdir(parents=True)
-        (zone / "type").write_text(f"{name}\n")
-        (zone / "temp").write_text(f"{millideg}\n")
-    if npu_load is not None:
-        load = root / "sys/kernel/debug/rknpu/load"
-        load.parent.mkdir(parents=True)
-        load.write_text(npu_load)
-    return root
+from tests.harness import rk_board
 
 
 def test_rk_board_temperatures_and_npu_load(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api.schemas import ApiError, ChatRequest, EmbeddingRequest
 from app.context import AppContext
 from app.engine.events import Done, EngineError, Event, Failed, Queued, Token
-from app.engine.service import Ticket
+from app.engine.ticket import Ticket
 
 _POLL_S = 0.25  # how often a waiting request looks up from the queue (and notices a disconnect)
 _STATUS = {"context": 400, "request": 400, "busy": 503, "card": 500, "engine": 503}

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 
 from app.chat.store import ChatStore
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Stats, Token
-from app.engine.service import EngineService, Ticket
+from app.engine.service import EngineService
+from app.engine.ticket import Ticket
 
 
 @dataclass(frozen=True)
 class ChatUpdate:
     text: str  # the answer so far
     waiting: int = 0  # queue position while waiting, else 0
+    held: str | None = None  # why no answer may start now (a card too hot)
     done: bool = False
     stats: Stats | None = None
     error: str | None = None
@@ -86,7 +88,7 @@ class ChatService:
         try:
             for event in ticket.events():
                 if isinstance(event, Queued):
-                    yield ChatUpdate(text, waiting=event.position)
+                    yield ChatUpdate(text, waiting=event.position, held=event.held)
                 elif isinstance(event, Token):
                     text += event.text
                     yield ChatUpdate(text)

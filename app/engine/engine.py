@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import codecs
 import ctypes
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import jsonschema
 import llama_cpp
 from llama_cpp import llama_chat_format
-from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine import ggml, placement
 from app.engine.cards import check_cards
@@ -33,6 +30,8 @@ from app.engine.events import (
     Stats,
     Token,
 )
+from app.engine.grammar import grammar_for
+from app.engine.stops import StopScanner
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +176,7 @@ class Engine:
         budget = min(request.max_tokens, self.config.max_tokens_limit, room)
         cached = self._reuse_prefix(llm, tokens)
         llm._sampler = llm._init_sampler(
-            temp=request.temperature, top_p=request.top_p, grammar=_grammar(request.json_schema, llm._model.vocab)
+            temp=request.temperature, top_p=request.top_p, grammar=grammar_for(request.json_schema, llm._model.vocab)
         )
         if request.seed is not None:
             llm.set_seed(request.seed)
@@ -220,7 +219,7 @@ class Engine:
             llm.eval(pending[i : i + chunk])
         prompt_done = time.monotonic()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text = _StopScanner(stops)
+        text = StopScanner(stops)
         generated, first_at, reason = 0, None, "length"
         while generated < budget:
             if cancelled():
@@ -245,64 +244,6 @@ class Engine:
         finished = time.monotonic()
         stats = _stats(prompt_tokens, cached, generated, started, first_at, finished, reason, prompt_done)
         yield Done(stats)
-
-
-def _grammar(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
-    """llama.cpp's grammar for a JSON schema, checked before it reaches the sampler chain (a grammar
-    llama cannot parse gives a NULL sampler there, and a segfault instead of an error)."""
-    if json_schema is None:
-        return None
-    try:
-        jsonschema.validators.validator_for(schema := json.loads(json_schema)).check_schema(schema)
-        grammar = LlamaGrammar.from_json_schema(json_schema, verbose=False)
-    except (ValueError, jsonschema.SchemaError) as err:
-        raise EngineError(_unusable(_first_line(err)), kind="request") from err
-    except Exception as err:  # the GBNF converter raises bare exceptions for unsupported parts
-        raise EngineError(_unusable(str(err)), kind="request") from err
-    probe = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode(), grammar._root.encode())
-    if not probe:
-        raise EngineError(_unusable("llama.cpp rejected its grammar"), kind="request")
-    llama_cpp.llama_sampler_free(probe)
-    return grammar
-
-
-def _unusable(why: str) -> str:
-    return f"the JSON schema cannot be used to constrain the answer: {why}"
-
-
-def _first_line(err: Exception) -> str:
-    return str(getattr(err, "message", err)).splitlines()[0]
-
-
-class _StopScanner:
-    """Streams text while holding back anything that could be the start of a stop string."""
-
-    def __init__(self, stops: list[str]) -> None:
-        self.stops = [s for s in stops if s]
-        self.held = ""
-
-    def feed(self, piece: str) -> tuple[str, bool]:
-        self.held += piece
-        for stop in self.stops:
-            at = self.held.find(stop)
-            if at >= 0:
-                out, self.held = self.held[:at], ""
-                return out, True
-        keep = max((_overlap(self.held, s) for s in self.stops), default=0)
-        out = self.held[: len(self.held) - keep]
-        self.held = self.held[len(self.held) - keep :]
-        return out, False
-
-    def flush(self) -> str:
-        out, self.held = self.held, ""
-        return out
-
-
-def _overlap(text: str, stop: str) -> int:
-    for size in range(min(len(text), len(stop) - 1), 0, -1):
-        if stop.startswith(text[-size:]):
-            return size
-    return 0
 
 
 def _stats(

@@ -46,6 +46,7 @@ class Stats:
 @dataclass(frozen=True)
 class Queued:
     position: int  # 1 = next in line
+    held: str | None = None  # why no answer may start now (a card too hot), if that is why
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -21,47 +20,14 @@ from app.engine import cards as card_probe
 from app.engine.backends import Backend, InProcessBackend, WorkerBackend, WorkerLost
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo, Queued, Stats, Token
+from app.engine.meter import Counters, RateMeter
+from app.engine.ticket import Ticket
 
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "loading", "ready", "recovering", "failed", "stopped"]
 _RETRY_S = 0.5
 _RETRY_READY_S = 60.0  # how long a retried answer waits for the rebuilt engine
-
-
-class Ticket:
-    """One caller's place in the queue; iterate `events()` to follow it to the end."""
-
-    def __init__(self, job_id: int, request: GenerationRequest, service: EngineService) -> None:
-        self.id = job_id
-        self.request = request
-        self.cancelled = False
-        self._service = service
-        self._events: queue.Queue[Event] = queue.Queue()
-
-    def put(self, event: Event) -> None:
-        self._events.put(event)
-
-    def get(self, timeout: float) -> Event | None:
-        """The next event, or None if none came within `timeout` seconds (for async callers)."""
-        try:
-            return self._events.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def events(self) -> Iterator[Event]:
-        """Queued* → Token* → Done | Failed. Leaving early (a closed client) cancels the job."""
-        finished = False
-        try:
-            while True:
-                event = self._events.get()
-                yield event
-                if isinstance(event, Done | Failed):
-                    finished = True
-                    return
-        finally:
-            if not finished:
-                self._service.cancel(self)
 
 
 class EngineService:
@@ -82,6 +48,10 @@ class EngineService:
         self._info: ModelInfo | None = None
         self._ids = itertools.count(1)
         self._last_stats: Stats | None = None
+        self.rate = RateMeter()
+        self.counters = Counters()
+        self._hold: Callable[[], str | None] = lambda: None
+        self._held_for: str | None = None
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -163,7 +133,7 @@ class EngineService:
 
     def submit(self, request: GenerationRequest) -> Ticket:
         request = _bounded(request, self.config.max_tokens_limit)
-        ticket = Ticket(next(self._ids), request, self)
+        ticket = Ticket(next(self._ids), request, self.cancel)
         with self._cond:
             if len(self._waiting) >= self.max_queue:
                 raise EngineError(
@@ -189,7 +159,7 @@ class EngineService:
 
     def _announce_positions(self) -> None:
         for position, ticket in enumerate(self._waiting, start=1):
-            ticket.put(Queued(position))
+            ticket.put(Queued(position, self._held_for))
 
     def _dispatch(self) -> None:
         while True:
@@ -203,6 +173,8 @@ class EngineService:
                     return
                 # At start-up or while a model loads, jobs wait their turn; a broken engine fails them.
                 self._cond.wait_for(lambda: self._state not in ("starting", "loading"))
+                if self._waiting_on_hold():
+                    continue
                 ticket = self._waiting.popleft()
                 self._current = ticket
                 self._announce_positions()
@@ -212,10 +184,24 @@ class EngineService:
                 with self._cond:
                     self._current = None
 
+    def _waiting_on_hold(self) -> bool:
+        """Called with the lock held: while held, tell the waiting why and look again shortly."""
+        reason = self._hold()
+        if reason != self._held_for:
+            self._held_for = reason
+            self._announce_positions()
+        if reason:
+            self._cond.wait(timeout=_RETRY_S)
+        return reason is not None
+
     def _watch_backend(self) -> None:
         backend = self._backend
         if backend is not None and self._state == "ready" and not backend.alive():
             self._recover_async(WorkerLost("the engine worker stopped while idle"), backend)
+
+    def hold_when(self, reason: Callable[[], str | None]) -> None:
+        """New answers wait while `reason()` says why (e.g. a card is too hot); running ones finish."""
+        self._hold = reason
 
     def note_card_down(self, index: int, endpoint: str, reason: str) -> None:
         """The card monitor saw a card stop answering. If the engine is idle, rebuild it now rather
@@ -248,14 +234,15 @@ class EngineService:
             backend = self._usable_backend()
             if isinstance(backend, EngineError):
                 ticket.put(backend.failed())
+                self.counters.add("errors")
                 return
             produced = False
+            self.counters.add("requests")
             try:
                 for event in backend.generate(ticket.id, ticket.request):
                     produced = produced or isinstance(event, Token)
                     ticket.put(event)
-                    if isinstance(event, Done):
-                        self._last_stats = event.stats
+                    self._count(event)
                 return
             except WorkerLost as err:
                 self._recover(err, backend)
@@ -263,8 +250,20 @@ class EngineService:
                 # held a stale connection. Rebuilt, the engine can take the same request once more.
                 if produced or err.card or attempt == 2 or not self.wait_ready(_RETRY_READY_S):
                     ticket.put(err.failed())
+                    self.counters.add("errors")
                     return
                 log.info("answer %d: retrying on the rebuilt engine", ticket.id)
+
+    def _count(self, event: Event) -> None:
+        if isinstance(event, Token):
+            self.rate.tick()
+            self.counters.add("tokens")
+        elif isinstance(event, Done):
+            self._last_stats = event.stats
+            if event.stats.finish_reason == "cancelled":
+                self.counters.add("cancelled")
+        elif isinstance(event, Failed):
+            self.counters.add("errors")
 
     # -- what the UI and API show ------------------------------------------------------------
 
@@ -286,7 +285,8 @@ class EngineService:
                     "load_s": round(info.load_s, 2),
                 },
                 "placement": [asdict(card) for card in info.cards] if info else [],
-                "queue": {"running": self._current is not None, "waiting": len(self._waiting)},
+                "queue": {"running": self._current is not None, "waiting": len(self._waiting), "held": self._held_for},
+                "live_tps": round(self.rate.rate(), 1) if self._current is not None else 0.0,
                 "last_stats": self._last_stats.as_dict() if self._last_stats else None,
             }
 

@@ -73,6 +73,7 @@ class CardMonitor:
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(cards)), thread_name_prefix="card-poll")
         self._thread: threading.Thread | None = None
         self._on_down = on_down
+        self.listeners: list[Callable[[list[CardSample]], None]] = []  # called after every poll
 
     def start(self) -> None:
         self.poll()
@@ -94,6 +95,8 @@ class CardMonitor:
         for old, new in zip(before, results, strict=True):
             if new.state == "down" and old.state != "down" and self._on_down:
                 self._on_down(new.index, new.endpoint, new.reason or "no answer")
+        for listener in self.listeners:
+            listener(results)
         return results
 
     def _probe(self, index: int) -> CardSample:

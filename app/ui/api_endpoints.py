@@ -1,4 +1,4 @@
-"""Named endpoints for gradio_client: `chat` (streams), `stop`, `history` and `status`."""
+"""Named endpoints for gradio_client: `chat` (streams), `stop`, `history`, `cards` and `status`."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def register(ctx: AppContext) -> None:
                 raise gr.Error(update.error)
             progress = {
                 "waiting": update.waiting,
+                "held": update.held,
                 "done": update.done,
                 "stats": update.stats.as_dict() if update.stats else None,
             }
@@ -58,7 +59,12 @@ def register(ctx: AppContext) -> None:
 
     gr.api(chat, api_name="chat", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(stop, api_name="stop", queue=False)
+    def cards() -> list[dict[str, Any]]:
+        """The latest sample of every card: state, load, temperature (None = no sensor), memory, layers, tok/s."""
+        return [{k: v for k, v in card.items() if k != "health"} for card in ctx.status()["cards"]]
+
     gr.api(history, api_name="history", queue=False)
+    gr.api(cards, api_name="cards", queue=False)
     gr.api(status, api_name="status", queue=False)
 
 

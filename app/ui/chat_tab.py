@@ -21,7 +21,7 @@ def build(ctx: AppContext) -> OnLoad:
             new_chat = gr.Button("New chat", elem_id="new-chat")
             picker = gr.Radio(label="Conversations", choices=_choices(ctx), elem_id="conversations")
         with gr.Column(scale=4):
-            with gr.Accordion("System prompt", open=False):
+            with gr.Accordion("System prompt", open=False, elem_id="system-prompt-box"):
                 system = gr.Textbox(ctx.settings.system_prompt, lines=3, show_label=False, elem_id="system-prompt")
             bubbles = gr.Chatbot(
                 height=520, elem_id="chatbot", buttons=["copy"], feedback_options=None, show_label=False
@@ -30,7 +30,7 @@ def build(ctx: AppContext) -> OnLoad:
             with gr.Row():
                 box = gr.Textbox(
                     placeholder="Message Quartet…", show_label=False, scale=6, lines=1, max_lines=8,
-                    elem_id="chat-input", autofocus=True,
+                    elem_id="chat-input",
                 )
                 send = gr.Button("Send", variant="primary", scale=1, elem_id="send")
                 stop = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")

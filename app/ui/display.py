@@ -48,7 +48,8 @@ def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> lis
 
 def waiting_line(update: ChatUpdate) -> str:
     if update.waiting:
-        return f"⏳ waiting, position {update.waiting}"
+        held = f" — {update.held}" if update.held else ""
+        return f"⏳ waiting, position {update.waiting}{held}"
     if update.error:
         return f"⚠ {update.error}"
     if update.done and update.stats:

@@ -1,0 +1,51 @@
+"""Counting what the engine does: a live tokens/s and running totals, safe across threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+
+class RateMeter:
+    """Events per second over the last `window` seconds."""
+
+    def __init__(self, window: float = 2.0) -> None:
+        self.window = window
+        self._ticks: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._ticks.append(now)
+            self._trim(now)
+
+    def rate(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            self._trim(now)
+            if len(self._ticks) < 2:
+                return 0.0
+            span = max(now - self._ticks[0], 1e-6)
+            return len(self._ticks) / max(span, min(self.window, 1.0))
+
+    def _trim(self, now: float) -> None:
+        while self._ticks and now - self._ticks[0] > self.window:
+            self._ticks.popleft()
+
+
+class Counters:
+    """Monotonic totals for /metrics: requests, tokens generated, errors, cancellations."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = {"requests": 0, "tokens": 0, "errors": 0, "cancelled": 0}
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[name] += amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)

@@ -1,0 +1,54 @@
+"""The Cards tab: a panel per card and plots of tokens/s, load and temperature over ten minutes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app.context import AppContext
+from app.ui import panels
+
+_EVERY_S = 1.0
+_PLOTS = [("tokens_per_s", "tokens/s"), ("load_pct", "load %"), ("temperature_c", "temperature °C")]
+
+
+def build(ctx: AppContext) -> gr.Timer:
+    """Returns the tab's timer so the page can pause it while the tab is hidden."""
+    status = ctx.status()
+    overall = gr.HTML(panels.overall(status), elem_id="cards-overall")
+    strip = gr.HTML(panels.card_strip(status), elem_id="card-panels")
+    plots = [
+        gr.LinePlot(
+            _frame(ctx, key), x="minutes", y=key, color="card", title=title, x_title="minutes ago",
+            y_title=title, height=220, elem_id=f"plot-{key}",
+        )
+        for key, title in _PLOTS
+    ]
+    note = gr.Markdown(visible=False, elem_id="plot-note")
+    timer = gr.Timer(_EVERY_S, active=False)
+
+    def refresh() -> tuple[Any, ...]:
+        now = ctx.status()
+        frames = [_frame(ctx, key) for key, _ in _PLOTS]
+        missing = [title for (_, title), frame in zip(_PLOTS, frames, strict=True) if frame.empty]
+        shown = [gr.update(value=frame, visible=not frame.empty) for frame in frames]
+        message = f"No card reports {', '.join(missing)} (no sensor)." if missing else ""
+        return panels.overall(now), panels.card_strip(now), *shown, gr.update(value=message, visible=bool(missing))
+
+    timer.tick(refresh, None, [overall, strip, *plots, note], queue=False, api_visibility="private")
+    return timer
+
+
+def _frame(ctx: AppContext, key: str) -> pd.DataFrame:
+    rows = ctx.telemetry.history()
+    now = time.time()
+    frame = pd.DataFrame(
+        [{"minutes": round((r["t"] - now) / 60, 3), "card": f"card {r['card']}", key: r[key]} for r in rows
+        if r.get(key) is not None]
+    )
+    if frame.empty:
+        return pd.DataFrame({"minutes": [], "card": [], key: []})
+    return frame
