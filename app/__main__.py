@@ -80,21 +80,23 @@ def main() -> int:
     ctx = build_context(settings)
     ctx.cards.start()
     ctx.engine.start()
-    if not ctx.engine.wait_ready(_LOAD_WAIT_S):
-        log.error("the engine is not ready: %s", ctx.engine.status()["message"])
     server = make_server(ctx)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     thread = threading.Thread(target=server.run, name="web", daemon=True)
-    thread.start()
+    thread.start()  # the page is up at once: while cards or the model are not, it says so
     while not server.started and thread.is_alive():
         time.sleep(0.05)
     if not server.started:
         log.error("the web app could not listen on %s:%s", settings.host, settings.port)
         ctx.engine.stop()
         return 1
-    print(f"Quartet ready at http://{settings.host}:{settings.port}", flush=True)
+    url = f"http://{settings.host}:{settings.port}"
+    if _engine_ready(ctx, stop):
+        print(f"Quartet ready at {url}", flush=True)
+    elif not stop.is_set():
+        print(f"Quartet web app at {url}; the engine is not ready: {ctx.engine.status()['message']}", flush=True)
     while not stop.wait(0.5) and thread.is_alive():
         pass
     server.should_exit = True
@@ -102,6 +104,16 @@ def main() -> int:
     ctx.engine.stop()
     ctx.cards.stop()
     return 0
+
+
+def _engine_ready(ctx: AppContext, stop: threading.Event) -> bool:
+    deadline = time.monotonic() + _LOAD_WAIT_S
+    while not stop.is_set() and time.monotonic() < deadline:
+        if ctx.engine.wait_ready(0.5):
+            return True
+        if ctx.engine.status()["state"] == "failed":
+            return False
+    return False
 
 
 if __name__ == "__main__":

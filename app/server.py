@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.api.openai_routes import build_router
 from app.api.schemas import ApiError
+from app.auth import login_check
 from app.context import AppContext
 from app.telemetry.metrics import render as render_metrics
 from app.ui import kiosk, page
@@ -35,19 +36,24 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
         return {"ok": True, "engine": status["state"], "message": status["message"]}
 
     reconnect = (ASSETS / "kiosk.js").read_text(encoding="utf-8")
+    guard: dict[str, Any] = {
+        "auth": login_check(ctx.settings.users),
+        "max_file_size": ctx.settings.max_upload_mb * 1024 * 1024,
+        "server_name": ctx.settings.host,
+        "server_port": ctx.settings.port,
+        "show_error": True,
+        "ssr_mode": False,
+    }
     booth = kiosk.build(ctx)
     booth.queue(default_concurrency_limit=1)
     gr.mount_gradio_app(
         api,
         booth,
         path="/kiosk",
-        server_name=ctx.settings.host,
-        server_port=ctx.settings.port,
         footer_links=[],
         css_paths=[ASSETS / "quartet.css", ASSETS / "kiosk.css"],
         js=reconnect,
-        show_error=True,
-        ssr_mode=False,
+        **guard,
     )
     blocks = page.build(ctx)
     blocks.queue(default_concurrency_limit=1)
@@ -55,13 +61,10 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
         api,
         blocks,
         path="",
-        server_name=ctx.settings.host,
-        server_port=ctx.settings.port,
         footer_links=["api"],
         css_paths=[ASSETS / "quartet.css"],
         js=reconnect,
-        show_error=True,
-        ssr_mode=False,
+        **guard,
     )
 
 

@@ -29,6 +29,11 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address the web app binds; 0.0.0.0 to face the LAN.")
     port: int = Field(7860, description="Port of the web app (UI and API).")
+    users: dict[str, str] = Field(
+        default_factory=dict,
+        description="Login for the web page: name → password hash (python -m app.auth); empty = no login.",
+    )
+    max_upload_mb: int = Field(200, ge=1, description="Largest file a browser may upload, in MiB.")
     data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
     cards: list[str] = Field(
         default_factory=lambda: list(LOCAL_CARDS),
