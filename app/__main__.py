@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+from app.admin import AdminService
 from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.context import AppContext
@@ -65,7 +66,8 @@ def build_context(settings: Settings) -> AppContext:
     )
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
-    return AppContext(settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry)
+    admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
+    return AppContext(settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry, admin=admin)
 
 
 def main() -> int:

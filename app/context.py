@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.admin import AdminService
 from app.chat.service import ChatService
 from app.engine.service import EngineService
 from app.settings import Settings
@@ -20,6 +21,7 @@ class AppContext:
     chat: ChatService
     cards: CardMonitor
     telemetry: Telemetry
+    admin: AdminService
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 

@@ -16,7 +16,7 @@ from app.api.schemas import ApiError
 from app.auth import login_check
 from app.context import AppContext
 from app.telemetry.metrics import render as render_metrics
-from app.ui import kiosk, page
+from app.ui import admin_page, kiosk, page
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -55,6 +55,9 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
         js=reconnect,
         **guard,
     )
+    office = admin_page.build(ctx)
+    office.queue(default_concurrency_limit=1)
+    gr.mount_gradio_app(api, office, path="/admin", footer_links=[], css_paths=[ASSETS / "quartet.css"], **guard)
     blocks = page.build(ctx)
     blocks.queue(default_concurrency_limit=1)
     return gr.mount_gradio_app(

@@ -43,6 +43,14 @@ class Settings(BaseSettings):
         1000, description="A card's health endpoint listens on its RPC port plus this offset."
     )
     model_path: Path = Field(DEMO_MODEL, description="GGUF file of the model to load at start.")
+    models_dir: Path = Field(CACHE_DIR / "models", description="The only folder models may be loaded from.")
+    catalog_path: Path = Field(
+        Path("assets/models.toml"),
+        description="TOML list of the models the admin can switch between (relative: to the app's folder).",
+    )
+    admin_password_hash: str = Field(
+        "", description="Hash of the admin password (python -m app.auth); empty = no admin actions."
+    )
     model_name: str = Field("Gemma 3 270M (demo)", description="Display name of the loaded model.")
     n_ctx: int = Field(4096, ge=256, description="Context length in tokens.")
     n_batch: int = Field(512, ge=1, description="Logical batch size for prompt processing.")

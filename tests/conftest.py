@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from launcher.cluster import CardProcesses
-from tests.harness import ARTIFACTS, Appliance, card_settings, rk_board
+from tests.harness import ARTIFACTS, Appliance, card_settings, models_folder, rk_board
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -43,7 +43,7 @@ def appliance_cards(work_dir: Path) -> Iterator[CardProcesses]:
 @pytest.fixture(scope="session")
 def appliance(appliance_cards: CardProcesses, work_dir: Path) -> Iterator[Appliance]:
     """One running appliance shared by the tests that go through the web app."""
-    app = Appliance(appliance_cards, work_dir / "var", work_dir / "logs")
+    app = Appliance(appliance_cards, work_dir / "var", work_dir / "logs", models_folder(work_dir / "models"))
     app.start()
     yield app
     app.stop()

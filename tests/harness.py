@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,12 +18,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from app.settings import Settings
+from app.auth import hash_password
+from app.settings import DEMO_MODEL, Settings
 from launcher.cluster import CardProcesses
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 API_KEY = "sk-quartet-test"
+ADMIN_PASSWORD = "admin-test-password"
 
 
 def free_port() -> int:
@@ -49,8 +52,9 @@ def get_json(url: str, timeout: float = 5.0) -> Any:
 class Appliance:
     """The app (`python -m app`) against a set of card agents, restartable."""
 
-    def __init__(self, cards: CardProcesses, data_dir: Path, log_dir: Path) -> None:
+    def __init__(self, cards: CardProcesses, data_dir: Path, log_dir: Path, models_dir: Path) -> None:
         self.cards = cards
+        self.models_dir = models_dir
         self.data_dir = data_dir
         self.log_dir = log_dir
         self.port = free_port()
@@ -69,6 +73,10 @@ class Appliance:
             "QUARTET_MAX_TOKENS": "64",
             "QUARTET_TEMPERATURE": "0",
             "QUARTET_API_KEYS": json.dumps([API_KEY]),
+            "QUARTET_ADMIN_PASSWORD_HASH": hash_password(ADMIN_PASSWORD, iterations=1000),
+            "QUARTET_MODELS_DIR": str(self.models_dir),
+            "QUARTET_CATALOG_PATH": str(self.models_dir / "catalog.toml"),
+            "QUARTET_MODEL_PATH": str(self.models_dir / "demo.gguf"),
         }
 
     def start(self, timeout: float = 180.0) -> None:
@@ -128,3 +136,62 @@ def rk_board(root: Path, *, zones: dict[str, int], npu_load: str | None) -> Path
         load.parent.mkdir(parents=True)
         load.write_text(npu_load)
     return root
+
+
+def models_folder(folder: Path) -> Path:
+    """A models folder for the tests: the demo GGUF twice over (linked, not copied, where possible), a
+    truncated copy, and a catalog whose entries exercise every refusal."""
+    folder.mkdir(parents=True, exist_ok=True)
+    demo = folder / "demo.gguf"
+    if not demo.exists():
+        try:
+            os.link(DEMO_MODEL, demo)
+        except OSError:
+            shutil.copyfile(DEMO_MODEL, demo)
+    with open(DEMO_MODEL, "rb") as whole, open(folder / "truncated.gguf", "wb") as part:
+        part.write(whole.read(50_000_000))
+    (folder / "catalog.toml").write_text(
+        """
+[[models]]
+id = "demo"
+name = "Gemma 3 270M (demo)"
+path = "demo.gguf"
+n_ctx = 4096
+
+[[models]]
+id = "demo-small"
+name = "Demo, 2k context, q8_0 cache"
+path = "demo.gguf"
+n_ctx = 2048
+kv_type = "q8_0"
+
+[[models]]
+id = "missing"
+name = "Absent 27B"
+path = "absent-27b.gguf"
+
+[[models]]
+id = "corrupt"
+name = "Truncated copy"
+path = "truncated.gguf"
+
+[[models]]
+id = "huge"
+name = "Demo with a ten-million-token context"
+path = "demo.gguf"
+n_ctx = 10000000
+
+[[models]]
+id = "outside"
+name = "Outside the models folder"
+path = "/etc/hostname"
+
+[[models]]
+id = "broken-template"
+name = "Demo with a template that is not there"
+path = "demo.gguf"
+chat_template = "no-such-template.jinja"
+""",
+        encoding="utf-8",
+    )
+    return folder

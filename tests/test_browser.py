@@ -84,3 +84,26 @@ def test_kiosk_view_has_cards_and_chat_but_no_admin(browser: Any, appliance: App
     assert not page.get_by_role("tab").count(), "the kiosk is one screen, not tabs"
     assert page.locator("#kiosk-cards .q-panel").first.bounding_box()["y"] < 200, "cards are not on screen"
     page.close()
+
+
+def test_the_admin_page_is_separate_and_locked(browser: Any, appliance: Appliance, artifacts: Path) -> None:
+    from tests.harness import ADMIN_PASSWORD
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(appliance.url, wait_until="networkidle")
+    assert page.get_by_role("tab").all_inner_texts() == ["Chat", "Cards"], "a user sees an admin tab"
+    assert not page.get_by_text("Admin", exact=False).filter(visible=True).count()
+    page.goto(appliance.url + "/admin/", wait_until="load")
+    page.locator("#admin-password").wait_for(timeout=15_000)
+    assert not page.locator("#catalog").is_visible() and not page.locator("#switch").is_visible()
+    page.locator("#admin-password input").fill("not-the-password")
+    page.locator("#admin-login").click()
+    page.get_by_text("wrong admin password").first.wait_for(timeout=10_000)
+    assert not page.locator("#switch").is_visible()
+    page.locator("#admin-password input").fill(ADMIN_PASSWORD)
+    page.locator("#admin-login").click()
+    page.locator("#catalog").wait_for(timeout=15_000)
+    page.get_by_text("Absent 27B").first.wait_for(timeout=10_000)
+    assert page.locator("#switch").is_visible()
+    page.screenshot(path=str(artifacts / "admin.png"), full_page=True)
+    page.close()

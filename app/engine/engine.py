@@ -36,6 +36,7 @@ from app.engine.stops import StopScanner
 log = logging.getLogger(__name__)
 
 _SPLIT_MODES = {"layer": llama_cpp.LLAMA_SPLIT_MODE_LAYER}
+_KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
 _MIN_ROOM = 8  # tokens an answer needs at least after the prompt
 
 
@@ -76,6 +77,8 @@ class Engine:
                 f"split mode {config.split_mode!r} is not supported over RPC (it aborts llama.cpp); "
                 "use 'layer'"
             )
+        if config.kv_type not in _KV_TYPES:
+            raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_TYPES)}", kind="request")
         self.config = config
         self._llm: llama_cpp.Llama | None = None
         self._formatter: llama_chat_format.Jinja2ChatFormatter | None = None
@@ -101,6 +104,9 @@ class Engine:
                     n_ubatch=cfg.n_ubatch,
                     n_threads=cfg.n_threads,
                     n_threads_batch=cfg.n_threads,
+                    type_k=_KV_TYPES[cfg.kv_type],
+                    type_v=_KV_TYPES[cfg.kv_type],
+                    flash_attn=cfg.kv_type != "f16",
                     verbose=False,
                 )
             except ValueError as err:
@@ -120,7 +126,14 @@ class Engine:
         return self.info
 
     def _make_formatter(self, llm: llama_cpp.Llama) -> llama_chat_format.Jinja2ChatFormatter:
-        template = llm.metadata.get("tokenizer.chat_template") or self._fallback_template(llm)
+        override = self.config.chat_template
+        if override:
+            path = self.config.template_dir / override
+            if not path.is_file():
+                raise EngineError(f"chat template {override} is not in {self.config.template_dir}", kind="request")
+            template = path.read_text(encoding="utf-8")
+        else:
+            template = llm.metadata.get("tokenizer.chat_template") or self._fallback_template(llm)
         model = llm._model
         return llama_chat_format.Jinja2ChatFormatter(
             template=template,

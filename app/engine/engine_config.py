@@ -19,4 +19,6 @@ class EngineConfig:
     tensor_split: tuple[float, ...] | None = None
     split_mode: str = "layer"
     max_tokens_limit: int = 4096
+    chat_template: str | None = None  # a file in template_dir that overrides the GGUF's template
+    kv_type: str = "f16"  # f16, q8_0 or q4_0 (quantised caches use flash attention)
     template_dir: Path = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"

@@ -15,6 +15,7 @@ class Ticket:
         self.id = job_id
         self.request = request
         self.cancelled = False
+        self.cancel_at: float | None = None  # monotonic time a cancel was asked for
         self._cancel = cancel
         self._events: queue.Queue[Event] = queue.Queue()
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import gradio as gr
 
+from app.admin import AdminDenied
 from app.context import AppContext
+from app.engine.events import EngineError
 from app.ui import display
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -63,6 +65,23 @@ def register(ctx: AppContext) -> None:
         """The latest sample of every card: state, load, temperature (None = no sensor), memory, layers, tok/s."""
         return [{k: v for k, v in card.items() if k != "health"} for card in ctx.status()["cards"]]
 
+    def admin_login(password: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
+        """Open an admin session; returns the token that admin endpoints need."""
+        try:
+            return ctx.admin.login(password, who=_owner(request))
+        except AdminDenied as err:
+            raise gr.Error(str(err)) from err
+
+    def switch_model(model_id: str, admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Admin only: switch to a catalog model; the old one is unloaded first, and comes back on failure."""
+        try:
+            info = ctx.admin.switch_model(admin_token, model_id, who=_owner(request))
+        except (AdminDenied, EngineError) as err:
+            raise gr.Error(str(err)) from err
+        return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2)}
+
+    gr.api(admin_login, api_name="admin_login", queue=False)
+    gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(history, api_name="history", queue=False)
     gr.api(cards, api_name="cards", queue=False)
     gr.api(status, api_name="status", queue=False)

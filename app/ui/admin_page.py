@@ -1,0 +1,104 @@
+"""The admin page (/admin): log in, see the catalog and whether each model fits, switch models,
+change engine settings, read the admin log. Not linked from the user pages; every action is
+checked by the admin service on the server with the session's token."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app.admin import AdminDenied
+from app.context import AppContext
+from app.engine.events import EngineError
+from app.ui import panels
+
+_CATALOG_COLUMNS = ["id", "name", "file", "present", "size_gib", "arch", "layers", "quant", "n_ctx", "kv_type",
+                    "need_gib_per_card", "fits", "loaded", "problem"]
+
+
+def build(ctx: AppContext) -> gr.Blocks:
+    admin = ctx.admin
+    with gr.Blocks(title="Quartet admin", analytics_enabled=False) as page:
+        token = gr.State(None)
+        gr.Markdown("## Quartet admin")
+        with gr.Column(visible=True) as door:
+            password = gr.Textbox(label="Admin password", type="password", elem_id="admin-password")
+            enter = gr.Button("Log in", variant="primary", elem_id="admin-login")
+        with gr.Column(visible=False) as room:
+            status = gr.HTML(elem_id="admin-status")
+            table = gr.Dataframe(headers=_CATALOG_COLUMNS, interactive=False, wrap=True, elem_id="catalog")
+            with gr.Row():
+                choice = gr.Dropdown(label="Model", choices=[e.id for e in admin.entries()], elem_id="model-choice")
+                sure = gr.Checkbox(label="Switch now: running answers stop, new ones wait", elem_id="confirm")
+                go = gr.Button("Switch model", variant="primary", elem_id="switch")
+            result = gr.Markdown(elem_id="switch-result")
+            with gr.Accordion("Engine settings", open=False):
+                with gr.Row():
+                    n_ctx = gr.Number(ctx.engine.config.n_ctx, label="context", precision=0)
+                    n_threads = gr.Number(ctx.engine.config.n_threads, label="threads", precision=0)
+                    n_batch = gr.Number(ctx.engine.config.n_batch, label="batch", precision=0)
+                    n_ubatch = gr.Number(ctx.engine.config.n_ubatch, label="micro-batch", precision=0)
+                    kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], value=ctx.engine.config.kv_type, label="KV cache")
+                apply = gr.Button("Apply and reload", elem_id="apply-settings")
+            history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
+
+        def who(request: gr.Request) -> str:
+            return f"web {request.client.host if request.client else '?'}"
+
+        def refresh() -> tuple[Any, ...]:
+            return (
+                panels.overall(ctx.status()) + panels.card_strip(ctx.status(), compact=True),
+                pd.DataFrame(admin.catalog_view(), columns=_CATALOG_COLUMNS),
+                pd.DataFrame(admin.log()),
+            )
+
+        def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
+            try:
+                opened = admin.login(secret, who=who(request))
+            except AdminDenied as err:
+                raise gr.Error(str(err)) from err
+            return opened, gr.update(visible=False), gr.update(visible=True), "", *refresh()
+
+        def run(action: Any) -> Iterator[str]:
+            outcome: dict[str, str] = {}
+
+            def work() -> None:
+                try:
+                    info = action()
+                    outcome["text"] = f"✅ {info.name} loaded in {info.load_s:.1f} s"
+                except (EngineError, AdminDenied) as err:
+                    outcome["text"] = f"⚠ {err}"
+
+            worker = threading.Thread(target=work, daemon=True)
+            worker.start()
+            while worker.is_alive():
+                yield f"⏳ {ctx.status()['message']}"
+                time.sleep(0.5)
+            yield outcome["text"]
+
+        def on_switch(key: str | None, model: str | None, confirmed: bool, request: gr.Request) -> Iterator[str]:
+            if not confirmed or not model:
+                raise gr.Error("Choose a model and tick the confirmation first.")
+            yield from run(lambda: admin.switch_model(key, model, who=who(request)))
+
+        def on_apply(key: str | None, *values: Any, request: gr.Request) -> Iterator[str]:
+            names = ["n_ctx", "n_threads", "n_batch", "n_ubatch"]
+            changes: dict[str, Any] = {n: int(v) for n, v in zip(names, values[:4], strict=True)}
+            changes["kv_type"] = values[4]
+            yield from run(lambda: admin.apply_settings(key, changes, who=who(request)))
+
+        enter.click(
+            on_login, password, [token, door, room, password, status, table, history], api_visibility="private",
+            show_progress="hidden",
+        )
+        go.click(on_switch, [token, choice, sure], result, api_visibility="private").then(
+            refresh, None, [status, table, history], api_visibility="private"
+        )
+        apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type], result,
+                    api_visibility="private").then(refresh, None, [status, table, history], api_visibility="private")
+    return page

@@ -1,0 +1,92 @@
+"""Admin: the catalog's refusals, switching under load, rollback, and the session every action needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from tests.harness import ADMIN_PASSWORD, Appliance, wait_until
+
+
+@pytest.fixture(scope="module")
+def admin(appliance: Appliance) -> tuple[Client, str]:
+    c = Client(appliance.url, verbose=False)
+    return c, c.predict(ADMIN_PASSWORD, api_name="/admin_login")
+
+
+def model(c: Client) -> dict[str, Any]:
+    found: dict[str, Any] = c.predict(api_name="/status")["model"]
+    return found
+
+
+def still_serving(c: Client) -> None:
+    _answer, _cid, progress = c.predict("Still there?", "", "", 6, api_name="/chat")
+    assert progress["stats"]["generated_tokens"] > 0
+
+
+def test_switching_without_the_admin_session_is_refused(appliance: Appliance) -> None:
+    c = Client(appliance.url, verbose=False)
+    with pytest.raises(AppError, match="admin session"):
+        c.predict("demo-small", "", api_name="/switch_model")
+    with pytest.raises(AppError, match="admin session"):
+        c.predict("demo-small", "forged-token", api_name="/switch_model")
+    with pytest.raises(AppError, match="wrong admin password"):
+        c.predict("guess", api_name="/admin_login")
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("missing", r"absent-27b\.gguf is missing"),
+        ("corrupt", r"truncated\.gguf is damaged or truncated"),
+        ("huge", r"does not fit: card 0 \(127\.0\.0\.1:\d+\) needs [\d.]+ GiB but has [\d.]+ GiB free"),
+        ("outside", r"outside the models folder"),
+        ("nonexistent", r"no model 'nonexistent' in the catalog"),
+    ],
+)
+def test_a_model_that_cannot_load_is_refused_up_front(admin: tuple[Client, str], entry: str, reason: str) -> None:
+    c, token = admin
+    before = model(c)
+    with pytest.raises(AppError, match=reason):
+        c.predict(entry, token, api_name="/switch_model")
+    assert model(c) == before
+    still_serving(c)
+
+
+def test_switch_while_a_chat_streams_then_the_next_chat_runs_on_the_new_model(admin: tuple[Client, str]) -> None:
+    c, token = admin
+    user = Client(c.src, verbose=False)
+    job = user.submit("Write a long story about a harbour.", "", "", 1000, api_name="/chat")
+    wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
+    switched = c.predict("demo-small", token, api_name="/switch_model")
+    assert switched["model"] == "Demo, 2k context, q8_0 cache" and switched["n_ctx"] == 2048
+    with pytest.raises(AppError, match="stopped: the administrator is switching to Demo, 2k context"):
+        job.result(timeout=30)
+    assert model(c)["n_ctx"] == 2048
+    _answer, _cid, progress = user.predict("Hello, new model.", "", "", 8, api_name="/chat")
+    assert progress["stats"]["generated_tokens"] > 0
+    assert c.predict(api_name="/status")["model"]["name"] == "Demo, 2k context, q8_0 cache"
+
+
+def test_a_failed_load_brings_the_previous_model_back(admin: tuple[Client, str]) -> None:
+    c, token = admin
+    before = model(c)
+    with pytest.raises(AppError, match=r"could not be loaded .*no-such-template\.jinja.* is loaded again"):
+        c.predict("broken-template", token, api_name="/switch_model")
+    wait_until(lambda: c.predict(api_name="/status")["state"] == "ready", timeout=60)
+    assert model(c)["name"] == before["name"] and model(c)["n_ctx"] == before["n_ctx"]
+    still_serving(c)
+
+
+def test_switch_back_to_the_demo_and_every_action_is_logged(admin: tuple[Client, str], appliance: Appliance) -> None:
+    c, token = admin
+    assert c.predict("demo", token, api_name="/switch_model")["n_ctx"] == 4096
+    import sqlite3
+
+    rows = sqlite3.connect(appliance.data_dir / "quartet.db").execute("select action, ok from admin_log").fetchall()
+    actions = [a for a, _ in rows]
+    assert "switch to demo-small" in actions and "switch to huge" in actions and "login" in actions
+    assert ("switch to huge", 0) in rows and ("switch to demo", 1) in rows
