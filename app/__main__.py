@@ -10,6 +10,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from app.admin import AdminService
 from app.chat.service import ChatService
@@ -18,11 +20,17 @@ from app.context import AppContext
 from app.database import Locked, open_database
 from app.engine.engine_config import EngineConfig
 from app.engine.service import EngineService
+from app.knowledge.answer import Answerer
+from app.knowledge.embedder import Embedder
+from app.knowledge.options import KnowledgeOptions
+from app.knowledge.service import KnowledgeService
+from app.knowledge.summary import Summariser
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
 
 log = logging.getLogger("quartet")
+PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts"
 _LOAD_WAIT_S = 600.0
 
 
@@ -67,7 +75,25 @@ def build_context(settings: Settings) -> AppContext:
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
     admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
-    return AppContext(settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry, admin=admin)
+    embedder = Embedder.packaged(threads=settings.embed_threads)
+    options = KnowledgeOptions(max_file_mb=settings.max_upload_mb, watch=settings.kb_watch)
+    # its own connection: long indexing transactions must not make chat writes wait on a shared lock
+    knowledge = KnowledgeService(
+        Locked(open_database(settings.db_path)), embedder, kb_dir=settings.kb_dir, options=options
+    )
+    return AppContext(
+        settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry, admin=admin,
+        knowledge=knowledge,
+        answerer=Answerer(knowledge, engine, PROMPTS, k=settings.qa_sources, max_tokens=settings.max_tokens),
+        summariser=Summariser(knowledge, engine, PROMPTS), embed=_embed_with(embedder),
+    )
+
+
+def _embed_with(embedder: Embedder) -> Callable[[list[str]], tuple[list[list[float]], int]]:
+    def embed(texts: list[str]) -> tuple[list[list[float]], int]:
+        return embedder.embed(texts).tolist(), sum(embedder.count_tokens(texts))
+
+    return embed
 
 
 def main() -> int:
@@ -82,6 +108,7 @@ def main() -> int:
     ctx = build_context(settings)
     ctx.cards.start()
     ctx.engine.start()
+    ctx.knowledge.start()
     server = make_server(ctx)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -103,6 +130,7 @@ def main() -> int:
         pass
     server.should_exit = True
     thread.join(timeout=5)
+    ctx.knowledge.stop()
     ctx.engine.stop()
     ctx.cards.stop()
     return 0

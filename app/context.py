@@ -9,6 +9,9 @@ from typing import Any
 from app.admin import AdminService
 from app.chat.service import ChatService
 from app.engine.service import EngineService
+from app.knowledge.answer import Answerer
+from app.knowledge.service import KnowledgeService
+from app.knowledge.summary import Summariser
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -22,6 +25,9 @@ class AppContext:
     cards: CardMonitor
     telemetry: Telemetry
     admin: AdminService
+    knowledge: KnowledgeService
+    answerer: Answerer
+    summariser: Summariser
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 

@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         description="Login for the web page: name → password hash (python -m app.auth); empty = no login.",
     )
     max_upload_mb: int = Field(200, ge=1, description="Largest file a browser may upload, in MiB.")
+    kb_dir: Path = Field(Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
+    kb_watch: bool = Field(True, description="Watch kb_dir for new, changed and deleted files.")
+    embed_threads: int = Field(1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
+    qa_sources: int = Field(6, ge=1, description="Passages retrieved for a question.")
     data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
     cards: list[str] = Field(
         default_factory=lambda: list(LOCAL_CARDS),

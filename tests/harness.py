@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 API_KEY = "sk-quartet-test"
 ADMIN_PASSWORD = "admin-test-password"
+CORPUS = ROOT.parent / "shared" / "corpus"
 
 
 def free_port() -> int:
@@ -75,6 +76,7 @@ class Appliance:
             "QUARTET_API_KEYS": json.dumps([API_KEY]),
             "QUARTET_ADMIN_PASSWORD_HASH": hash_password(ADMIN_PASSWORD, iterations=1000),
             "QUARTET_MODELS_DIR": str(self.models_dir),
+            "QUARTET_KB_DIR": str(self.data_dir.parent / "kb"),
             "QUARTET_CATALOG_PATH": str(self.models_dir / "catalog.toml"),
             "QUARTET_MODEL_PATH": str(self.models_dir / "demo.gguf"),
         }

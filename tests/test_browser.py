@@ -29,7 +29,7 @@ def browser() -> Iterator[Any]:
 
 def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(appliance.url, wait_until="networkidle")
+    page.goto(appliance.url, wait_until="load")
     header = page.locator("#q-header")
     header.get_by_text("ready").wait_for(timeout=15_000)
     assert header.locator(".q-card.q-up").count() == 4
@@ -58,7 +58,7 @@ def test_cards_tab_shows_a_panel_per_card(
     browser: Any, appliance: Appliance, artifacts: Path, size: tuple[int, int]
 ) -> None:
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-    page.goto(appliance.url, wait_until="networkidle")
+    page.goto(appliance.url, wait_until="load")
     page.get_by_role("tab", name="Cards").click()
     panels = page.locator("#card-panels .q-panel")
     panels.first.wait_for(timeout=15_000)
@@ -74,7 +74,7 @@ def test_cards_tab_shows_a_panel_per_card(
 def test_kiosk_view_has_cards_and_chat_but_no_admin(browser: Any, appliance: Appliance, artifacts: Path,
                                                     size: tuple[int, int]) -> None:
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-    page.goto(appliance.url + "/kiosk/", wait_until="networkidle")
+    page.goto(appliance.url + "/kiosk/", wait_until="load")
     page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
     assert page.locator("#kiosk-cards .q-panel").count() == 4
     assert page.locator("#chat-input textarea").is_visible()
@@ -90,7 +90,7 @@ def test_the_admin_page_is_separate_and_locked(browser: Any, appliance: Applianc
     from tests.harness import ADMIN_PASSWORD
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(appliance.url, wait_until="networkidle")
+    page.goto(appliance.url, wait_until="load")
     assert page.get_by_role("tab").all_inner_texts() == ["Chat", "Cards"], "a user sees an admin tab"
     assert not page.get_by_text("Admin", exact=False).filter(visible=True).count()
     page.goto(appliance.url + "/admin/", wait_until="load")
@@ -106,4 +106,26 @@ def test_the_admin_page_is_separate_and_locked(browser: Any, appliance: Applianc
     page.get_by_text("Absent 27B").first.wait_for(timeout=10_000)
     assert page.locator("#switch").is_visible()
     page.screenshot(path=str(artifacts / "admin.png"), full_page=True)
+    page.close()
+
+
+def test_drop_a_pdf_then_ask_and_see_a_cited_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
+    from tests.harness import CORPUS
+
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.goto(appliance.url, wait_until="load")
+    page.get_by_role("tab", name="Documents").click()
+    page.locator("#upload input[type=file]").set_input_files(str(CORPUS / "pdf" / "crazyones-pdfa.pdf"))
+    page.wait_for_function(
+        "() => /crazyones-pdfa\\.pdf[\\s\\S]*\\bok\\b/.test(document.querySelector('#documents').innerText)",
+        timeout=120_000,
+    )
+    page.locator("#question textarea").fill("Who are the crazy ones?")
+    page.locator("#ask").click()
+    page.locator("#sources").get_by_text("crazyones-pdfa.pdf, page 1").first.wait_for(timeout=120_000)
+    page.locator("#answer").get_by_text("crazyones-pdfa.pdf, page 1").first.wait_for(timeout=120_000)
+    page.locator("#sources").get_by_text("crazyones-pdfa.pdf, page 1").first.click()
+    page.locator("#page-view mark").first.wait_for(timeout=10_000)
+    assert page.locator("#page-view mark").first.inner_text().strip()
+    page.screenshot(path=str(artifacts / "documents.png"), full_page=True)
     page.close()

@@ -1,4 +1,4 @@
-"""Named endpoints for gradio_client: `chat` (streams), `stop`, `history`, `cards` and `status`."""
+"""Named endpoints for gradio_client: chat, stop, history, cards, status; documents, ask, summarize; admin."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import gradio as gr
 from app.admin import AdminDenied
 from app.context import AppContext
 from app.engine.events import EngineError
+from app.knowledge.answer import Source
 from app.ui import display
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -80,11 +81,47 @@ def register(ctx: AppContext) -> None:
             raise gr.Error(str(err)) from err
         return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2)}
 
+    def documents() -> list[dict[str, Any]]:
+        """Every document in the knowledge base with its status, pages, chunks and any error."""
+        return [
+            {"id": d.id, "name": d.name, "collection": d.collection, "status": d.status, "pages": d.pages_total,
+             "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error}
+            for d in ctx.knowledge.documents()
+        ]
+
+    def ask(question: str, document_ids: list[int] | None = None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Stream a cited answer: yields (answer so far, sources with file and page)."""
+        try:
+            for update in ctx.answerer.ask(question, document_ids=document_ids or None):
+                if update.error:
+                    raise gr.Error(update.error)
+                yield update.text, [_source(s) for s in update.sources]
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+
+    def summarize(document_id: int, question: str = "") -> Iterator[tuple[str, str]]:
+        """Read a whole document (map-reduce): yields (answer so far, progress)."""
+        try:
+            for update in ctx.summariser.run(document_id, question=question):
+                if update.error:
+                    raise gr.Error(update.error)
+                yield update.text, update.progress
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+
+    gr.api(documents, api_name="documents", queue=False)
+    gr.api(ask, api_name="ask", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
+    gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(history, api_name="history", queue=False)
     gr.api(cards, api_name="cards", queue=False)
     gr.api(status, api_name="status", queue=False)
+
+
+def _source(source: Source) -> dict[str, Any]:
+    return {"number": source.number, "document_id": source.document_id, "file": source.name, "page": source.page,
+            "text": source.text, "score": source.score}
 
 
 def _owner(request: gr.Request | None) -> str:

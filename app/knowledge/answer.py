@@ -1,0 +1,135 @@
+"""Questions over the documents: retrieve, ask the model with numbered sources, stream a cited answer.
+
+A source is only offered to the model when it is really about the question (cosine similarity, or
+a full-text match for Chinese, which the English embedder reads poorly); with none, the answer says
+so instead of inventing one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
+from app.engine.service import EngineService
+from app.knowledge.search import Hit
+from app.knowledge.service import KnowledgeService
+
+NOTHING_FOUND = "I found nothing about this in the documents, so I cannot answer it from them."
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_CITATION = re.compile(r"\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Source:
+    number: int
+    document_id: int
+    name: str
+    page: int
+    start: int
+    end: int
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    sources: list[Source] = field(default_factory=list)
+    waiting: int = 0
+    progress: str = ""
+    done: bool = False
+    error: str | None = None
+
+    def cited(self) -> list[Source]:
+        """The sources the answer actually cites, in order of first citation."""
+        numbers = dict.fromkeys(int(n) for n in _CITATION.findall(self.text))
+        return [s for n in numbers for s in self.sources if s.number == n]
+
+
+class Answerer:
+    def __init__(
+        self,
+        knowledge: KnowledgeService,
+        engine: EngineService,
+        prompts: Path,
+        *,
+        k: int = 6,
+        min_similarity: float = 0.3,
+        max_tokens: int = 384,
+    ) -> None:
+        self.knowledge, self.engine = knowledge, engine
+        self.system = (prompts / "qa_system.txt").read_text(encoding="utf-8").strip()
+        self.template = (prompts / "qa_user.txt").read_text(encoding="utf-8")
+        self.k, self.min_similarity, self.max_tokens = k, min_similarity, max_tokens
+
+    def sources(self, question: str, *, document_ids: Sequence[int] | None = None) -> list[Source]:
+        hits = self.knowledge.search(question, k=self.k, document_ids=document_ids)
+        kept = self._relevant(question, hits)
+        return [
+            Source(i, h.document_id, h.name, h.page, h.start, h.end, h.text, round(h.score, 4))
+            for i, h in enumerate(kept, start=1)
+        ]
+
+    def _relevant(self, question: str, hits: list[Hit]) -> list[Hit]:
+        if not hits:
+            return []
+        vectors = self.knowledge.embedder.embed([question, *(h.text for h in hits)])
+        similarity = np.asarray(vectors[1:] @ vectors[0])
+        chinese = bool(_CJK.search(question))
+        return [
+            h
+            for h, s in zip(hits, similarity, strict=True)
+            if s >= self.min_similarity or (chinese and h.text_rank is not None)
+        ]
+
+    def ask(self, question: str, *, document_ids: Sequence[int] | None = None) -> Iterator[Answer]:
+        if not question.strip():
+            raise ValueError("the question is empty")
+        sources = self.sources(question, document_ids=document_ids)
+        if not sources:
+            yield Answer(NOTHING_FOUND, [], done=True)
+            return
+        budget = max(2000, int((self.engine.config.n_ctx - self.max_tokens - 300) * 2.5))  # ~chars per token
+        listed: list[str] = []
+        used = 0
+        for s in sources:
+            entry = f"[{s.number}] {s.name}, page {s.page}:\n{s.text.strip()}"
+            if used + len(entry) > budget and listed:
+                break
+            listed.append(entry)
+            used += len(entry)
+        sources = sources[: len(listed)]
+        prompt = self.template.format(sources="\n\n".join(listed), question=question.strip())
+        request = GenerationRequest(
+            messages=(Message("system", self.system), Message("user", prompt)),
+            max_tokens=self.max_tokens,
+            temperature=0.2,
+        )
+        yield from stream(self.engine, request, sources)
+
+
+def stream(
+    engine: EngineService, request: GenerationRequest, sources: list[Source], *, progress: str = ""
+) -> Iterator[Answer]:
+    """Follow one generation to its end as Answer updates; an engine failure ends it with the reason."""
+    try:
+        ticket = engine.submit(request)
+    except EngineError as err:
+        yield Answer("", sources, done=True, error=str(err))
+        return
+    text = ""
+    for event in ticket.events():
+        if isinstance(event, Queued):
+            yield Answer(text, sources, waiting=event.position, progress=progress)
+        elif isinstance(event, Token):
+            text += event.text
+            yield Answer(text, sources, progress=progress)
+        elif isinstance(event, Done):
+            yield Answer(text, sources, progress=progress, done=True)
+        elif isinstance(event, Failed):
+            yield Answer(text, sources, progress=progress, done=True, error=event.message)

@@ -1,0 +1,56 @@
+"""What a loader returns, and how it says no."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ErrorKind = Literal["encrypted", "no_text", "corrupt", "empty", "unsupported", "too_large", "timeout"]
+ERROR_KINDS: tuple[ErrorKind, ...] = ("encrypted", "no_text", "corrupt", "empty", "unsupported", "too_large", "timeout")
+
+
+@dataclass(frozen=True)
+class Page:
+    number: int  # 1-based; a real page for PDFs, a pseudo-page for text formats
+    text: str
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    pages: list[Page]
+    # page numbers without a text layer (images only), and pages the reader failed on: kept as empty
+    # pages (so page numbers stay true) and reported to the user
+    blank_pages: list[int] = field(default_factory=list)
+    failed_pages: list[int] = field(default_factory=list)
+
+    @property
+    def note(self) -> str | None:
+        notes = []
+        if self.blank_pages:
+            notes.append(
+                f"{_count(self.blank_pages, len(self.pages))} no text layer ({_listed(self.blank_pages)}): they look "
+                "like scanned images and OCR is not available, so they are not searchable."
+            )
+        if self.failed_pages:
+            notes.append(
+                f"{_count(self.failed_pages, len(self.pages))} could not be read ({_listed(self.failed_pages)})."
+            )
+        return " ".join(notes) or None
+
+
+def _count(pages: list[int], total: int) -> str:
+    return f"{len(pages)} of {total} pages have" if len(pages) > 1 else f"1 of {total} pages has"
+
+
+def _listed(pages: list[int]) -> str:
+    shown = ", ".join(str(n) for n in pages[:10]) + ("…" if len(pages) > 10 else "")
+    return f"page {shown}" if len(pages) == 1 else f"pages {shown}"
+
+
+class LoadError(Exception):
+    """A file that cannot be read, with a message written for the person who dropped it."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message

@@ -1,0 +1,23 @@
+"""The knowledge base's knobs, filled from Settings by the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnowledgeOptions:
+    max_file_mb: float = 200.0  # larger files are refused (also the upload limit)
+    pdf_timeout_s: float = 300.0  # a PDF's reader process is killed after this long
+    pdf_memory_mb: int = 1024  # address-space limit of the PDF reader process
+    page_chars: int = 3000  # size of a pseudo-page of a text file
+    chunk_tokens: int = 200  # word pieces per chunk (MiniLM reads at most 254)
+    chunk_overlap: int = 30  # word pieces shared by neighbouring chunks (whole sentences)
+    embed_batch: int = 32  # chunks per embedding call; a search waits at most for one call
+    watch: bool = True  # watch the kb folder for changes
+    settle_s: float = 1.0  # a changed file is indexed once its size and mtime held still this long
+    rescan_s: float = 300.0  # full rescan of the kb folder and of every indexed file, in seconds
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 2**20)

@@ -1,0 +1,304 @@
+"""Documents, pages, chunks and vectors in SQLite; every change to a document is one transaction.
+
+A crash leaves a document wholly old or wholly new: replacing its content deletes and inserts all
+its rows (pages, chunks, full-text index, vectors, status) in a single transaction. The in-memory
+vector index is updated under the same lock, right after the commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from app.database import Locked, migrate, now
+from app.knowledge.chunking import Chunk
+from app.knowledge.loaders import Page
+from app.knowledge.schema import MIGRATIONS
+from app.knowledge.vectors import Block, VectorIndex
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    id: int
+    path: str
+    name: str
+    collection: str
+    status: str  # queued | indexing | ok | error | duplicate
+    error_kind: str | None
+    error: str | None
+    note: str | None
+    pages_done: int
+    pages_total: int
+    chunk_count: int
+    size: int | None
+    mtime: float | None
+    sha256: str | None
+    model: str | None
+    duplicate_of: int | None
+    added_at: str | None
+    indexed_at: str | None
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    id: int
+    document_id: int
+    page: int
+    ordinal: int
+    start: int
+    end: int
+    tokens: int
+    text: str
+
+
+@dataclass(frozen=True)
+class FileState:
+    sha256: str
+    size: int
+    mtime: float
+
+
+_DOC_FIELDS = [f.name for f in fields(DocumentInfo)]
+_CHUNK_FIELDS = [f.name for f in fields(StoredChunk)]
+_DELETE_VECTORS = "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)"
+
+
+class KnowledgeStore:
+    def __init__(self, database: Locked, *, model: str) -> None:
+        self._db = database.db
+        self._lock = database.lock
+        self.model = model
+        self.vectors = VectorIndex()
+        self._trigram_counts: dict[str, int] = {}  # cleared by every write that changes chunks
+        with self._lock:
+            migrate(self._db, "knowledge", MIGRATIONS)
+
+    # -- documents -------------------------------------------------------------------------------
+
+    def document(self, document_id: int) -> DocumentInfo | None:
+        return self._one("id = ?", [document_id])
+
+    def by_path(self, path: str) -> DocumentInfo | None:
+        return self._one("path = ?", [path])
+
+    def documents(self, *, collection: str | None = None) -> list[DocumentInfo]:
+        where, args = ("collection = ?", [collection]) if collection is not None else (None, [])
+        with self._lock:
+            rows = self._db.table("documents").rows_where(where, args, order_by="name, id")
+            return [_document(row) for row in rows]
+
+    def indexed_with_hash(self, sha256: str, *, other_than: int) -> DocumentInfo | None:
+        return self._one("sha256 = ? AND status = 'ok' AND id != ?", [sha256, other_than])
+
+    def document_ids(self, *, collection: str | None, ids: Sequence[int] | None) -> set[int]:
+        where, args = ["status = 'ok'"], []
+        if collection is not None:
+            where.append("collection = ?")
+            args.append(collection)
+        with self._lock:
+            found = {row["id"] for row in self._db.table("documents").rows_where(" AND ".join(where), args)}
+        return found & set(ids) if ids is not None else found
+
+    def add(self, path: str, *, name: str, collection: str) -> int:
+        """The id of the document at `path`, creating a queued row for a new path."""
+        with self._lock, self._db.atomic():
+            found = self.by_path(path)
+            if found:
+                return found.id
+            row = {"path": path, "name": name, "collection": collection, "status": "queued", "added_at": now()}
+            return int(self._db.table("documents").insert(row).last_pk or 0)
+
+    def mark(self, document_id: int, *, status: str, pages_done: int = 0, pages_total: int = 0) -> None:
+        """Set a document's status and progress (old content, if any, stays searchable)."""
+        with self._lock, self._db.atomic():
+            changes = {"status": status, "pages_done": pages_done, "pages_total": pages_total}
+            self._db.table("documents").update(document_id, changes)
+
+    def touch(self, document_id: int, state: FileState) -> None:
+        """Record a new size/mtime of a file whose content did not change."""
+        with self._lock, self._db.atomic():
+            self._db.table("documents").update(document_id, {"size": state.size, "mtime": state.mtime})
+
+    def progress(self, document_id: int, *, pages_done: int, pages_total: int) -> None:
+        with self._lock, self._db.atomic():
+            self._db.table("documents").update(document_id, {"pages_done": pages_done, "pages_total": pages_total})
+
+    def record_failure(
+        self, document_id: int, state: FileState | None, *, status: str, kind: str | None, message: str | None,
+        duplicate_of: int | None = None,
+    ) -> None:  # fmt: skip
+        """An error or a duplicate: the document keeps its row (for the UI) and loses its content."""
+        with self._lock, self._db.atomic():
+            self._delete_content(document_id)
+            self._trigram_counts.clear()
+            changes: dict[str, Any] = {
+                "status": status, "error_kind": kind, "error": message, "note": None, "chunk_count": 0,
+                "pages_done": 0, "pages_total": 0, "duplicate_of": duplicate_of, "model": None, "indexed_at": now(),
+            }  # fmt: skip
+            if state:
+                changes.update(sha256=state.sha256 or None, size=state.size, mtime=state.mtime)
+            self._db.table("documents").update(document_id, changes)
+            self.vectors.drop(document_id)
+
+    def replace_content(
+        self, document_id: int, state: FileState, *, pages: Sequence[Page], chunks: Sequence[Chunk],
+        vectors: np.ndarray, note: str | None,
+    ) -> None:  # fmt: skip
+        """Swap a document's pages, chunks and vectors for new ones, all in one transaction."""
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        with self._lock, self._db.atomic():
+            self._delete_content(document_id)
+            self._trigram_counts.clear()
+            db = self._db
+            db.table("pages").insert_all(
+                {"document_id": document_id, "number": p.number, "text": p.text} for p in pages
+            )
+            first = self._next_chunk_id()
+            ids = np.arange(first, first + len(chunks), dtype=np.int64)
+            db.table("chunks").insert_all(
+                {"id": int(i), "document_id": document_id, "page": c.page, "ordinal": c.ordinal, "start": c.start,
+                 "end": c.end, "tokens": c.tokens, "text": c.text}
+                for i, c in zip(ids, chunks, strict=True)
+            )  # fmt: skip
+            self._insert_vectors(ids, vectors)
+            changes = {
+                "status": "ok", "error_kind": None, "error": None, "note": note, "chunk_count": len(chunks),
+                "pages_done": len(pages), "pages_total": len(pages), "model": self.model, "duplicate_of": None,
+                "sha256": state.sha256, "size": state.size, "mtime": state.mtime, "indexed_at": now(),
+            }  # fmt: skip
+            db.table("documents").update(document_id, changes)
+            self.vectors.put(document_id, ids, vectors)
+
+    def replace_vectors(self, document_id: int, chunk_ids: np.ndarray, vectors: np.ndarray) -> None:
+        """New vectors for existing chunks (the embedder changed), in one transaction."""
+        with self._lock, self._db.atomic():
+            self._db.execute(_DELETE_VECTORS, [document_id])
+            self._insert_vectors(chunk_ids, vectors)
+            self._db.table("documents").update(document_id, {"model": self.model})
+            self.vectors.put(document_id, chunk_ids, vectors)
+
+    def delete(self, document_id: int) -> None:
+        with self._lock, self._db.atomic():
+            self._delete_content(document_id)
+            self._trigram_counts.clear()
+            self._db.execute("UPDATE documents SET duplicate_of = NULL WHERE duplicate_of = ?", [document_id])
+            self._db.execute("DELETE FROM documents WHERE id = ?", [document_id])
+            self.vectors.drop(document_id)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def page_text(self, document_id: int, number: int) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text FROM pages WHERE document_id = ? AND number = ?", [document_id, number]
+            ).fetchone()
+        return row[0] if row else None
+
+    def chunks(self, document_id: int) -> list[StoredChunk]:
+        with self._lock:
+            rows = self._db.table("chunks").rows_where("document_id = ?", [document_id], order_by="ordinal")
+            return [StoredChunk(**{k: row[k] for k in _CHUNK_FIELDS}) for row in rows]
+
+    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, StoredChunk]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join(_CHUNK_FIELDS)} FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                [_json_ids(ids)],
+            ).fetchall()
+        return {row[0]: StoredChunk(*row) for row in rows}
+
+    def known_files(self) -> dict[str, tuple[int | None, float | None]]:
+        """Every document's path with the size and mtime it had when it was last looked at."""
+        with self._lock:
+            rows = self._db.execute("SELECT path, size, mtime FROM documents").fetchall()
+        return {path: (size, mtime) for path, size, mtime in rows}
+
+    def unfinished(self) -> list[DocumentInfo]:
+        """Documents a stop or a crash interrupted (queued or being indexed)."""
+        return [d for d in self.documents() if d.status in ("queued", "indexing")]
+
+    def stale_documents(self) -> list[int]:
+        """Indexed documents whose vectors were made by another embedder than the current one."""
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM documents WHERE status = 'ok' AND model != ?", [self.model])
+            return [row[0] for row in rows.fetchall()]
+
+    def ensure_vectors(self) -> VectorIndex:
+        """The vector index, loaded from the database on first use."""
+        with self._lock:
+            if not self.vectors.loaded:
+                self.vectors.load(self._blocks())
+        return self.vectors
+
+    def trigram_counts(self, grams: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each trigram (FTS5 reads whole posting lists to count: cached until
+        the next write)."""
+        with self._lock:
+            missing = [g for g in grams if g not in self._trigram_counts]
+            if missing:
+                rows = self._db.execute(
+                    "SELECT term, doc FROM chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
+                    [json.dumps(missing, ensure_ascii=False)],
+                ).fetchall()
+                self._trigram_counts.update(dict.fromkeys(missing, 0))
+                self._trigram_counts.update({term: int(doc) for term, doc in rows})
+            return {g: self._trigram_counts[g] for g in grams}
+
+    def query(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """A read-only query under the store's lock (used by full-text search)."""
+        with self._lock:
+            return self._db.execute(sql, list(args)).fetchall()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _one(self, where: str, args: list[Any]) -> DocumentInfo | None:
+        with self._lock:
+            rows = list(self._db.table("documents").rows_where(where, args, limit=1))
+        return _document(rows[0]) if rows else None
+
+    def _delete_content(self, document_id: int) -> None:
+        for sql in (
+            _DELETE_VECTORS,
+            "DELETE FROM chunks WHERE document_id = ?",  # the trigger removes them from chunks_fts
+            "DELETE FROM pages WHERE document_id = ?",
+        ):
+            self._db.execute(sql, [document_id])
+
+    def _next_chunk_id(self) -> int:
+        return int(self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
+
+    def _insert_vectors(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        rows = ((int(i), self.model, np.asarray(v, dtype="<f4").tobytes()) for i, v in zip(ids, vectors, strict=True))
+        self._db.conn.executemany("INSERT INTO vectors (chunk_id, model, vector) VALUES (?, ?, ?)", rows)
+
+    def _blocks(self) -> Iterator[Block]:
+        cursor = self._db.execute(
+            "SELECT c.document_id, v.chunk_id, v.vector FROM vectors v JOIN chunks c ON c.id = v.chunk_id "
+            "WHERE v.model = ? ORDER BY c.document_id, v.chunk_id",
+            [self.model],
+        )
+        current: int | None = None
+        ids: list[int] = []
+        rows: list[np.ndarray] = []
+        for document_id, chunk_id, blob in cursor:
+            if document_id != current and ids:
+                yield current, np.array(ids, dtype=np.int64), np.vstack(rows)  # type: ignore[misc]
+                ids, rows = [], []
+            current = document_id
+            ids.append(chunk_id)
+            rows.append(np.frombuffer(blob, dtype="<f4"))
+        if ids:
+            yield current, np.array(ids, dtype=np.int64), np.vstack(rows)  # type: ignore[misc]
+
+
+def _document(row: dict[str, Any]) -> DocumentInfo:
+    return DocumentInfo(**{name: row.get(name) for name in _DOC_FIELDS})  # type: ignore[arg-type]
+
+
+def _json_ids(ids: Sequence[int] | set[int]) -> str:
+    return "[" + ",".join(str(int(i)) for i in ids) + "]"

@@ -1,0 +1,96 @@
+"""Saving an upload into the kb folder under a safe, unique name — never anywhere else.
+
+The name keeps letters of any script (Chinese included), digits, spaces and common punctuation;
+directories, `..`, control characters and characters that are unsafe on common file systems go.
+A name already taken gets " (2)", " (3)"… The file is written to a hidden temporary file first and
+linked into place, so the watcher never sees half an upload and nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import unicodedata
+from pathlib import Path
+from typing import BinaryIO
+
+_UNSAFE = re.compile(r'[<>:"/\\|?*]')
+_MAX_NAME_BYTES = 200  # well under the 255-byte limit of common file systems, room for " (999)"
+_COPY_BLOCK = 1 << 20
+
+
+class UploadError(Exception):
+    """An upload that was refused, with a message for the person uploading."""
+
+
+def safe_name(filename: str) -> str:
+    """A file name without directories or unsafe characters, at most ~200 bytes of UTF-8."""
+    name = re.split(r"[/\\]", unicodedata.normalize("NFC", filename))[-1]
+    name = "".join(ch for ch in name if not unicodedata.category(ch).startswith("C"))
+    name = _UNSAFE.sub("_", name).strip().lstrip(".").strip()
+    name = name.rstrip(". ")
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or not stem:
+        stem, suffix = name, ""
+    suffix = suffix[:16]
+    while len((stem + "." + suffix).encode()) > _MAX_NAME_BYTES and stem:
+        stem = stem[:-1]
+    stem = stem.strip() or "upload"
+    return f"{stem}.{suffix}" if suffix else stem
+
+
+def save_upload(kb_dir: Path, filename: str, data: bytes | Path, *, max_bytes: int) -> Path:
+    """Write `data` (bytes, or a file such as the browser's upload) into `kb_dir`; the path written."""
+    root = kb_dir.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    name = safe_name(filename)
+    fd, temp_name = tempfile.mkstemp(dir=root, prefix=".upload-", suffix=".part")
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if isinstance(data, bytes):
+                _check_size(len(data), filename, max_bytes)
+                out.write(data)
+            else:
+                with data.open("rb") as source:
+                    _copy(source, out, filename=filename, max_bytes=max_bytes)
+        return _link_unique(temp, root, name)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _copy(source: BinaryIO, out: BinaryIO, *, filename: str, max_bytes: int) -> None:
+    written = 0
+    while block := source.read(_COPY_BLOCK):
+        written += len(block)
+        _check_size(written, filename, max_bytes)
+        out.write(block)
+
+
+def _check_size(size: int, filename: str, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise UploadError(
+            f"{filename} is larger than {max_bytes / 2**20:.0f} MB, the limit for one file; it was not saved."
+        )
+
+
+def _link_unique(temp: Path, root: Path, name: str) -> Path:
+    stem, dot, suffix = name.rpartition(".")
+    if not dot:
+        stem, suffix = name, ""
+    for n in range(1, 10_000):
+        candidate = root / (name if n == 1 else f"{stem} ({n}){dot}{suffix}")
+        if candidate.resolve().parent != root:  # cannot happen with a safe name; checked anyway
+            raise UploadError(f"{name!r} is not a valid file name.")
+        try:
+            os.link(temp, candidate)  # fails if the name is taken: never overwrites
+        except FileExistsError:
+            continue
+        except OSError:  # file systems without hard links
+            if candidate.exists():
+                continue
+            shutil.copyfile(temp, candidate)
+        return candidate
+    raise UploadError(f"Too many files named like {name} in the knowledge folder.")

@@ -1,0 +1,87 @@
+"""Documents through the running appliance: upload, index, ask with citations, read a whole document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gradio_client import Client, handle_file
+
+from app.knowledge.answer import NOTHING_FOUND
+from tests.harness import CORPUS, Appliance, wait_until
+
+BLIND_TEXT = CORPUS / "pdf" / "pdflatex-4-pages.pdf"
+ENCRYPTED = CORPUS / "pdf" / "libreoffice-writer-password.pdf"
+CHINESE = CORPUS / "zh" / "rk1828-llamacpp-rpc.txt"
+
+
+def indexed(c: Client, *names: str) -> list[dict[str, Any]]:
+    def settled() -> list[dict[str, Any]] | None:
+        docs = {d["name"]: d for d in c.predict(api_name="/documents")}
+        wanted = [docs.get(n) for n in names]
+        return wanted if all(d and d["status"] in ("ok", "error") for d in wanted) else None  # type: ignore[return-value]
+
+    found: list[dict[str, Any]] = wait_until(settled, timeout=180, every=0.5)
+    return found
+
+
+@pytest.fixture(scope="module")
+def library(appliance: Appliance) -> dict[str, dict[str, Any]]:
+    c = Client(appliance.url, verbose=False)
+    statuses = c.predict([handle_file(str(p)) for p in (BLIND_TEXT, ENCRYPTED, CHINESE)], api_name="/ingest")[0]
+    assert [s["status"] for s in statuses] == ["queued"] * 3
+    return {d["name"]: d for d in indexed(c, BLIND_TEXT.name, ENCRYPTED.name, CHINESE.name)}
+
+
+def test_uploaded_files_are_indexed_with_their_pages(library: dict[str, dict[str, Any]]) -> None:
+    blind = library[BLIND_TEXT.name]
+    assert (blind["status"], blind["pages"]) == ("ok", 4) and blind["chunks"] > 0
+    assert library[CHINESE.name]["status"] == "ok"
+    locked = library[ENCRYPTED.name]
+    assert locked["status"] == "error" and locked["error_kind"] == "encrypted"
+    assert "password" in locked["error"].lower()
+
+
+def test_an_answer_streams_with_sources_that_name_file_and_page(appliance: Appliance,
+                                                                library: dict[str, dict[str, Any]]) -> None:
+    c = Client(appliance.url, verbose=False)
+    job = c.submit("What does a blind text give you information about?", [library[BLIND_TEXT.name]["id"]],
+                   api_name="/ask")
+    updates = list(job)
+    answer, sources = job.result()
+    assert len(updates) > 2 and answer.strip()
+    assert sources, "no source was offered"
+    assert {s["file"] for s in sources} == {BLIND_TEXT.name}
+    assert all(1 <= s["page"] <= 4 for s in sources)
+    assert any("font" in s["text"] for s in sources)
+
+
+def test_chinese_questions_find_chinese_passages(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
+    c = Client(appliance.url, verbose=False)
+    sources = c.submit("RPC 服务器是怎么部署的？", [library[CHINESE.name]["id"]], api_name="/ask").result()[1]
+    assert sources and all(s["file"] == CHINESE.name for s in sources)
+    assert any("RPC" in s["text"] for s in sources)
+
+
+def test_a_question_the_documents_cannot_answer_says_so(appliance: Appliance,
+                                                        library: dict[str, dict[str, Any]]) -> None:
+    c = Client(appliance.url, verbose=False)
+    answer, sources = c.submit("Which football club won the 1954 World Cup final?", [], api_name="/ask").result()
+    assert answer == NOTHING_FOUND and sources == []
+
+
+def test_a_whole_document_is_read_part_by_part(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
+    c = Client(appliance.url, verbose=False)
+    job = c.submit(library[BLIND_TEXT.name]["id"], "", api_name="/summarize")
+    progress = [p for _, p in job]
+    answer, last = job.result()
+    assert any(p.startswith("reading part 1 of") for p in progress)
+    assert last == "writing the answer" and answer.strip()
+
+
+def test_a_document_that_failed_cannot_be_summarised(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
+    from gradio_client.exceptions import AppError
+
+    c = Client(appliance.url, verbose=False)
+    with pytest.raises(AppError, match="not indexed"):
+        c.predict(library[ENCRYPTED.name]["id"], "", api_name="/summarize")

@@ -1,0 +1,67 @@
+"""Uploads land in the kb folder under safe, unique names — never outside it, never half-written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.knowledge.uploads import UploadError, safe_name, save_upload
+from app.knowledge.watcher import ignored
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("../../etc/passwd", "passwd"),
+        ("C:\\Users\\me\\报告 2024.pdf", "报告 2024.pdf"),
+        ("..", "upload"),
+        ("", "upload"),
+        (".bashrc", "bashrc"),
+        ("tab\tand\x00nul\x1b.txt", "tabandnul.txt"),
+        ('what<>:"|?*.md', "what_______.md"),
+        ("  spaced out  .md", "spaced out.md"),
+        ("name.", "name"),
+        ("Ünïcödé résumé.docx", "Ünïcödé résumé.docx"),
+    ],
+)
+def test_names_are_made_safe(given: str, expected: str) -> None:
+    assert safe_name(given) == expected
+
+
+def test_long_names_keep_their_extension_within_200_bytes() -> None:
+    name = safe_name("很长的文件名" * 60 + ".pdf")
+    assert name.endswith(".pdf") and len(name.encode()) <= 200 and name.startswith("很长的文件名")
+
+
+def test_uploads_never_overwrite_and_never_leave_the_folder(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    first = save_upload(kb, "../notes.txt", b"one", max_bytes=1000)
+    second = save_upload(kb, "notes.txt", b"two", max_bytes=1000)
+    third = save_upload(kb, "/abs/path/notes.txt", b"three", max_bytes=1000)
+    assert [p.name for p in (first, second, third)] == ["notes.txt", "notes (2).txt", "notes (3).txt"]
+    assert [p.read_bytes() for p in (first, second, third)] == [b"one", b"two", b"three"]
+    assert all(p.parent == kb.resolve() for p in (first, second, third))
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["notes (2).txt", "notes (3).txt", "notes.txt"]
+
+
+def test_an_upload_from_a_file_and_the_size_limit(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    source = tmp_path / "browser-temp-123"
+    source.write_bytes(b"x" * 5000)
+    saved = save_upload(kb, "手册.pdf", source, max_bytes=5000)
+    assert saved.read_bytes() == source.read_bytes() and saved.name == "手册.pdf"
+    with pytest.raises(UploadError, match="larger than"):
+        save_upload(kb, "big.pdf", b"x" * 5001, max_bytes=5000)
+    with pytest.raises(UploadError, match="larger than"):
+        save_upload(kb, "big.pdf", source, max_bytes=4096)
+    assert [p.name for p in kb.iterdir()] == ["手册.pdf"], "a refused upload left a file behind"
+
+
+def test_temporary_and_hidden_files_are_not_documents(tmp_path: Path) -> None:
+    root = tmp_path
+    for name in (".upload-x.part", "a.txt~", "~$report.docx", "x.crdownload", ".git/config", "kb.db-wal", "#a.txt#"):
+        assert ignored(root / name, root), name
+    for name in ("report.docx", "sub/报告.pdf", "notes.md"):
+        assert not ignored(root / name, root), name
+    assert ignored(tmp_path.parent / "elsewhere.txt", root)
