@@ -85,3 +85,13 @@ def test_a_document_that_failed_cannot_be_summarised(appliance: Appliance, libra
     c = Client(appliance.url, verbose=False)
     with pytest.raises(AppError, match="not indexed"):
         c.predict(library[ENCRYPTED.name]["id"], "", api_name="/summarize")
+
+
+def test_an_encrypted_pdf_opens_with_its_password(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
+    c = Client(appliance.url, verbose=False)
+    locked = library[ENCRYPTED.name]
+    assert locked["error_kind"] == "encrypted"
+    c.predict(locked["id"], "openpassword", api_name="/unlock")
+    opened = wait_until(lambda: (d := next(d for d in c.predict(api_name="/documents") if d["id"] == locked["id"]))
+                        and d["status"] == "ok" and d, timeout=90, every=0.5)
+    assert opened["pages"] >= 1 and opened["chunks"] > 0

@@ -109,7 +109,16 @@ def register(ctx: AppContext) -> None:
         except ValueError as err:
             raise gr.Error(str(err)) from err
 
+    def unlock(document_id: int, password: str) -> str:
+        """Index an encrypted PDF with its password (kept in memory for that indexing only)."""
+        try:
+            ctx.knowledge.unlock(document_id, password)
+        except (KeyError, ValueError) as err:
+            raise gr.Error(str(err)) from err
+        return "queued"
+
     gr.api(documents, api_name="documents", queue=False)
+    gr.api(unlock, api_name="unlock", queue=False)
     gr.api(ask, api_name="ask", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(admin_login, api_name="admin_login", queue=False)

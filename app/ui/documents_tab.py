@@ -28,6 +28,10 @@ def build(ctx: AppContext) -> gr.Timer:
     progress = gr.Markdown(elem_id="ingest-progress")
     table = gr.Dataframe(headers=_COLUMNS, interactive=False, wrap=True, elem_id="documents")
     with gr.Row():
+        locked = gr.Dropdown(label="Encrypted PDF", choices=[], scale=2, elem_id="locked")
+        secret = gr.Textbox(label="Its password", type="password", scale=2, elem_id="pdf-password")
+        unlock = gr.Button("Open it", scale=1, elem_id="unlock")
+    with gr.Row():
         question = gr.Textbox(label="Question", placeholder="Ask the documents…", scale=4, elem_id="question")
         scope = gr.Dropdown(label="Only these documents", multiselect=True, choices=[], scale=2, elem_id="scope")
         ask = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
@@ -48,8 +52,15 @@ def build(ctx: AppContext) -> gr.Timer:
         rows = [[d.id, d.name, d.collection, d.status, f"{d.pages_done}/{d.pages_total}", d.chunk_count,
                  d.error or d.note or ""] for d in docs]
         ready = [(d.name, d.id) for d in docs if d.status == "ok"]
+        encrypted = [(d.name, d.id) for d in docs if d.error_kind == "encrypted"]
         return (pd.DataFrame(rows, columns=_COLUMNS), _progress_line(kb.progress()),
-                gr.update(choices=ready), gr.update(choices=ready))
+                gr.update(choices=ready), gr.update(choices=ready), gr.update(choices=encrypted))
+
+    def on_unlock(doc_id: int | None, password: str) -> tuple[Any, ...]:
+        if doc_id is None or not password:
+            raise gr.Error("Choose the encrypted PDF and type its password.")
+        kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only
+        return "", *listing()
 
     def on_upload(files: list[str] | None) -> tuple[Any, ...]:
         results = []
@@ -83,13 +94,15 @@ def build(ctx: AppContext) -> gr.Timer:
             raise gr.Error(str(err)) from err
 
     engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE}
-    drop.upload(on_upload, drop, [outcome, table, progress, scope, whole], api_name="ingest")
+    lists = [table, progress, scope, whole, locked]
+    drop.upload(on_upload, drop, [outcome, *lists], api_name="ingest")
+    unlock.click(on_unlock, [locked, secret], [secret, *lists], api_visibility="private")
     gr.on([ask.click, question.submit], on_ask, [question, scope], [answer, picked, found],
           api_visibility="private", **engine_bound)
     picked.change(on_pick, [picked, found], page, queue=False, api_visibility="private")
     run.click(on_whole, [whole, whole_q], summary, api_visibility="private", **engine_bound)
     timer = gr.Timer(_EVERY_S, active=False)
-    timer.tick(listing, None, [table, progress, scope, whole], queue=False, api_visibility="private")
+    timer.tick(listing, None, lists, queue=False, api_visibility="private")
     return timer
 
 
