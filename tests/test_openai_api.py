@@ -131,3 +131,14 @@ def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appli
     wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
     last = status.predict(api_name="/status")["last_stats"]
     assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000
+
+
+def test_embeddings_come_from_the_knowledge_bases_embedder(api: openai.OpenAI) -> None:
+    reply = api.embeddings.create(model="all-minilm-l6-v2", input=["four cards", "四张卡", "a lighthouse"])
+    vectors = [item.embedding for item in reply.data]
+    assert [item.index for item in reply.data] == [0, 1, 2]
+    assert {len(v) for v in vectors} == {384}
+    assert all(abs(sum(x * x for x in v) - 1.0) < 1e-3 for v in vectors)  # normalised
+    assert reply.usage.prompt_tokens > 0
+    single = api.embeddings.create(model="all-minilm-l6-v2", input="four cards").data[0].embedding
+    assert max(abs(a - b) for a, b in zip(single, vectors[0], strict=True)) < 1e-4

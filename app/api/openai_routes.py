@@ -7,8 +7,10 @@ decided by its first event, so a request that fails before any token still gets 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import struct
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -82,10 +84,13 @@ def build_router(ctx: AppContext) -> APIRouter:
             raise ApiError(503, "no embedder is configured", type_="server_error", code="engine_unavailable")
         texts = [body.input] if isinstance(body.input, str) else body.input
         vectors, tokens = embed(texts)
+        encoded: list[Any] = vectors
+        if body.encoding_format == "base64":  # what the openai package asks for: little-endian float32
+            encoded = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
         return {
             "object": "list",
             "model": body.model,
-            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(encoded)],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 

@@ -93,4 +93,4 @@ class EmbeddingRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str
     input: str | list[str] = Field(min_length=1)
-    encoding_format: Literal["float"] = "float"
+    encoding_format: Literal["float", "base64"] = "float"
