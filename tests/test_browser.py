@@ -30,6 +30,7 @@ def browser() -> Iterator[Any]:
 def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(appliance.url, wait_until="load")
+    page.locator("#chat-input textarea").wait_for(timeout=15_000)
     header = page.locator("#q-header")
     header.get_by_text("ready").wait_for(timeout=15_000)
     assert header.locator(".q-card.q-up").count() == 4
@@ -77,7 +78,8 @@ def test_kiosk_view_has_cards_and_chat_but_no_admin(browser: Any, appliance: App
     page.goto(appliance.url + "/kiosk/", wait_until="load")
     page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
     assert page.locator("#kiosk-cards .q-panel").count() == 4
-    assert page.locator("#chat-input textarea").is_visible()
+    page.locator("#chat-input textarea").wait_for(timeout=15_000)  # rendered after the page's load event
+    page.wait_for_timeout(500)
     page.screenshot(path=str(artifacts / f"kiosk-{size[0]}x{size[1]}.png"))
     for admin in ("Admin", "Use via API", "Settings", "System prompt"):
         assert not page.get_by_text(admin, exact=False).filter(visible=True).count(), f"kiosk shows {admin!r}"
