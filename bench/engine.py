@@ -47,11 +47,7 @@ def worker(spec: dict[str, Any]) -> int:
     die_with_parent()
     cards = tuple(spec["cards"])
     if not cards:  # (a): no card to place layers on; the bench accepts an all-host placement
-
-        def all_on_host(log: str, *, devices: dict[str, str], n_layers: int) -> tuple[tuple[()], tuple[int, ...]]:
-            return (), tuple(range(n_layers))
-
-        engine_mod.placement.place = all_on_host
+        engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore
     split = tuple(spec["tensor_split"]) if spec["tensor_split"] else None
     config = EngineConfig(
         model_path=Path(spec["model"]), model_name="bench", cards=cards, n_ctx=spec["n_ctx"],
@@ -100,8 +96,7 @@ class Worker:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith(RESULT):
-                result: dict[str, Any] = json.loads(line[len(RESULT) :])
-                return result
+                return dict(json.loads(line[len(RESULT) :]))
         raise RuntimeError(f"worker {self.name} exited with code {self.proc.wait()}")
 
     def run(self, cards: list[subprocess.Popen[bytes]], tokens: int | None = None) -> dict[str, Any]:
@@ -115,12 +110,9 @@ class Worker:
         self.proc.stdin.flush()
         result = self._read()
         used = [cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
-        other = machine_busy_s() - busy0 - sum(used)
-        n = max(1, result["generated_tokens"])
-        result["host_cpu_ms_tok"] = round(1000 * used[0] / n, 2)
-        result["card_cpu_ms_tok"] = [round(1000 * u / n, 2) for u in used[1:]]
-        result["cards_cpu_ms_tok"] = round(1000 * sum(used[1:]) / n, 2)
-        capacity = (time.monotonic() - t0) * (os.cpu_count() or 1)
+        other, capacity = machine_busy_s() - busy0 - sum(used), (time.monotonic() - t0) * (os.cpu_count() or 1)
+        ms = [round(1000 * u / max(1, result["generated_tokens"]), 2) for u in used]
+        result.update(host_cpu_ms_tok=ms[0], card_cpu_ms_tok=ms[1:], cards_cpu_ms_tok=round(sum(ms[1:]), 2))
         result["other_cpu_pct"] = round(100 * max(0.0, other) / capacity, 1)
         return result
 
@@ -144,11 +136,10 @@ def machine_busy_s() -> float:
 
 def wait_quiet(max_wait_s: float, busy_pct: float = 15.0) -> None:
     """Wait (at most max_wait_s) for one second of the shared machine under busy_pct % CPU."""
-    deadline = time.monotonic() + max_wait_s
-    while time.monotonic() < deadline:
-        busy0, t0 = machine_busy_s(), time.monotonic()
+    for _ in range(int(max_wait_s)):
+        busy0 = machine_busy_s()
         time.sleep(1.0)
-        if 100 * (machine_busy_s() - busy0) / ((time.monotonic() - t0) * (os.cpu_count() or 1)) < busy_pct:
+        if 100 * (machine_busy_s() - busy0) / (os.cpu_count() or 1) < busy_pct:
             return
 
 
@@ -192,14 +183,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--model", default=str(MODEL))
-    p.add_argument("--reps", type=int, default=5, help="measured runs per side (after one warm-up each)")
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--n-ctx", type=int, default=4096)
-    p.add_argument("--n-batch", type=int, default=512)
-    p.add_argument("--n-ubatch", type=int, default=512)
-    p.add_argument("--threads", type=int, default=2, help="n_threads of (a), the in-process model")
-    p.add_argument("--host-threads", type=int, default=None, help="n_threads of (b)'s host (default --threads)")
-    p.add_argument("--card-threads", type=int, default=1, help="threads of each card agent")
+    for flag, default, text in (
+        ("--reps", 5, "measured runs per side (after one warm-up each)"), ("--max-tokens", 128, "tokens per answer"),
+        ("--n-ctx", 4096, "context size"), ("--n-batch", 512, "n_batch"), ("--n-ubatch", 512, "n_ubatch"),
+        ("--threads", 2, "n_threads of (a), the in-process model"), ("--card-threads", 1, "threads per card agent"),
+        ("--host-threads", None, "n_threads of (b)'s host process (default: --threads)"),
+    ):
+        p.add_argument(flag, type=int, default=default, help=text)
     p.add_argument("--tensor-split", type=float, nargs=4, default=None, help="share of layers per card")
     p.add_argument("--ports", type=int, nargs=4, default=[50152, 50153, 50154, 50155])
     p.add_argument("--health-ports", type=int, nargs=4, default=[51152, 51153, 51154, 51155])
@@ -212,13 +202,12 @@ def main() -> int:
     if args.worker:
         return worker(json.loads(args.worker))
 
-    spec: dict[str, Any] = {
-        "model": args.model, "n_ctx": args.n_ctx, "n_batch": args.n_batch, "n_ubatch": args.n_ubatch,
-        "threads": args.threads, "max_tokens": args.max_tokens, "tensor_split": args.tensor_split,
-    }
+    spec = {k: getattr(args, k) for k in ("model", "n_ctx", "n_batch", "n_ubatch", "threads", "max_tokens")}
+    spec["tensor_split"] = args.tensor_split
     host_env = dict(item.split("=", 1) for item in args.host_env)
     procs: list[subprocess.Popen[bytes]] = []
     workers: list[Worker] = []
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started with SIGINT ignored
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally block on SIGTERM too
     try:
         procs = start_cards(args, dict(item.split("=", 1) for item in args.card_env))
@@ -254,8 +243,7 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
           f"max_tokens {args.max_tokens}; threads (a) {args.threads}, (b) host {args.host_threads or args.threads} + "
           f"{args.card_threads} per card; card env {args.card_env or '-'}; host env {args.host_env or '-'}")
     print(f"{'':28}{'decode tok/s':>14}{'TTFT s':>10}{'prompt tok/s':>14}{'CPU ms/token host+cards':>26}")
-    for key, label in (("a", "(a) in-process, 1 device"), ("b", "(b) 4 loopback cards")):
-        m = med[key]
+    for label, m in (("(a) in-process, 1 device", a), ("(b) 4 loopback cards", b)):
         print(f"{label:28}{m['decode_tps']:14.1f}{m['ttft_s']:10.3f}{m['prompt_tps']:14.1f}"
               f"{m['host_cpu_ms_tok']:16.1f} + {m['cards_cpu_ms_tok']:.1f}")
     print(f"{'ratio (b)/(a)':28}{b['decode_tps'] / a['decode_tps']:14.2f}{b['ttft_s'] / a['ttft_s']:10.2f}"
@@ -263,10 +251,14 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
     noisy = sum(r["other_cpu_pct"] > 15 for v in runs.values() for r in v)
     texts = {k: {r["text_crc"] for r in v} for k, v in runs.items()}
     print(f"{noisy} of {2 * args.reps} runs had other processes above 15 % of the machine's CPU; texts per side: "
-          f"{ {k: len(v) for k, v in texts.items()} }, same on both sides: {texts['a'] == texts['b']}")
+          f"{ {k: len(v) for k, v in texts.items()} }, same on both sides: {texts['a'] == texts['b']} (they differ "
+          "when llama.cpp repacks q4_K weights in-process: the cards' RPC buffers are not repacked)")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs, "medians": med}, indent=1))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # card agents and workers were stopped by main's finally
+        sys.exit(130)

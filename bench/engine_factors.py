@@ -6,7 +6,9 @@
 
 A variant is `NAME inproc|cards key=value...`; keys: threads, card_threads, n_batch, n_ubatch, n_ctx,
 tensor_split=a/b/c/d, host_env=K=V, card_env=K=V (repeatable), llama.ARG=int (an extra llama_cpp.Llama
-keyword, e.g. llama.flash_attn=1), no_repack=1 (model loaded without llama.cpp's CPU weight repacking).
+keyword, e.g. llama.flash_attn=1), n_cards=N (split over the first N cards only), no_repack=1 (load
+without llama.cpp's CPU weight repacking, as the cards hold the weights), backend_greedy=1 (greedy
+sampling attached to the context with llama_set_sampler: computed in the graph on the last device).
 A card variant restarts its worker (an RPC server serves one client at a time) and, when it needs
 other card settings, the four card agents; every round measures each variant once, in rotating
 order. Prints medians per variant. Reuses bench/engine.py's worker and card agents.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ class Variant:
     cards: bool
     spec: dict[str, Any]
     card_threads: int = 1
+    n_cards: int = 4
     card_env: dict[str, str] = field(default_factory=dict)
     host_env: dict[str, str] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -58,6 +62,22 @@ def factor_worker(spec: dict[str, Any]) -> int:
             return params
 
         llama_cpp.llama_cpp.llama_model_default_params = no_repack
+    if spec.get("backend_greedy"):  # greedy sampling inside the graph, on the device holding the output layer
+        from app.engine.engine import Engine
+
+        load = Engine.load
+
+        def load_with_backend_sampler(self: Engine) -> Any:
+            info = load(self)
+            assert self._llm is not None
+            chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+            if not llama_cpp.llama_set_sampler(self._llm._ctx.ctx, 0, chain):
+                raise RuntimeError("llama_set_sampler refused the backend sampler")
+            self._backend_chain = chain  # type: ignore[attr-defined]  # keep it alive
+            return info
+
+        Engine.load = load_with_backend_sampler  # type: ignore[method-assign]
     return bench.worker(spec)
 
 
@@ -73,6 +93,10 @@ def parse_variant(text: str, base: dict[str, Any]) -> Variant:
             v.card_threads = int(value)
         elif key.startswith("llama."):
             v.spec.setdefault("llama_kwargs", {})[key[6:]] = int(value)
+        elif key == "n_cards":
+            v.n_cards = int(value)
+        elif key == "backend_greedy":
+            v.spec["backend_greedy"] = bool(int(value))
         elif key == "no_repack":
             v.spec["no_repack"] = bool(int(value))
         elif key == "tensor_split":
@@ -104,6 +128,8 @@ def main() -> int:
     procs: list[Any] = []
     card_key: tuple[Any, ...] | None = None
     workers: dict[str, bench.Worker] = {}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cards and workers on SIGTERM too
     try:
         for rep in range(args.reps):
             order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
@@ -116,7 +142,7 @@ def main() -> int:
                     args.card_threads = v.card_threads
                     procs, card_key = bench.start_cards(args, v.card_env), v.card_key
                 if v.name not in workers:
-                    spec = {**v.spec, "cards": cards if v.cards else []}
+                    spec = {**v.spec, "cards": cards[: v.n_cards] if v.cards else []}
                     workers[v.name] = w = bench.Worker(v.name, spec, v.host_env, args.quiet_wait, Path(__file__))
                     w.info["cards"] = v.cards
                     w.run(procs, 32)  # warm-up

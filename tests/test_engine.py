@@ -171,3 +171,20 @@ def test_json_schema_constrains_the_answer(engine: object) -> None:
 def test_an_unusable_schema_is_refused_plainly(engine: object) -> None:
     with pytest.raises(EngineError, match="JSON schema cannot be used"):
         run(engine, ask("x", max_tokens=4, json_schema='{"type": "no-such-type"}'))
+
+
+def test_llama_logs_after_load_reach_a_live_callback(engine: object) -> None:
+    """llama.cpp keeps calling the log callback set during load (warnings, freeing a context): it must
+    outlive the load, or llama calls freed memory (this crashed the suite at teardown)."""
+    import gc
+
+    import llama_cpp
+
+    from app.engine import engine as engine_module
+
+    gc.collect()
+    before = len(engine_module._CAPTURE.lines)
+    params = llama_cpp.llama_model_default_params()
+    assert not llama_cpp.llama_model_load_from_file(b"/nonexistent/quartet.gguf", params)
+    logged = "".join(engine_module._CAPTURE.lines[before:])
+    assert "quartet.gguf" in logged

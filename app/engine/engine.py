@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import llama_cpp
 from llama_cpp import llama_chat_format
@@ -40,34 +39,45 @@ _KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "
 _MIN_ROOM = 8  # tokens an answer needs at least after the prompt
 
 
-@dataclass
 class _LogCapture:
-    """Collects llama's log lines while a model loads (the placement lines are DEBUG level)."""
+    """Collects llama's log lines while a model loads (the placement lines are DEBUG level).
 
-    lines: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    llama.cpp keeps the callback pointer for the life of the process and calls it again later
+    (warnings, and while a context is freed), so the ctypes callback is one module-level object
+    that is never collected: a callback owned by a short-lived object is freed memory that llama
+    then calls (a segfault on close, depending on what reused that memory)."""
 
-    def __post_init__(self) -> None:
-        @llama_cpp.llama_log_callback  # type: ignore[misc]
-        def _callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-            line = text.decode("utf-8", errors="replace")
-            with self.lock:
-                self.lines.append(line)
-            if level in (3, 4):  # ggml: 3 warn, 4 error
-                log.warning("llama: %s", line.rstrip())
-
-        self._callback = _callback  # keep a reference: llama calls it from C
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
 
     def __enter__(self) -> _LogCapture:
-        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+        with self.lock:
+            self.lines = []
+        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        pass  # keep capturing: later lines (warnings) still reach the logger
+        pass  # keep the callback: later lines (warnings) still reach the logger
+
+    def feed(self, level: int, line: str) -> None:
+        with self.lock:
+            if len(self.lines) < 100_000:
+                self.lines.append(line)
+        if level in (3, 4):  # ggml: 3 warn, 4 error
+            log.warning("llama: %s", line.rstrip())
 
     def text(self) -> str:
         with self.lock:
             return "".join(self.lines)
+
+
+_CAPTURE = _LogCapture()
+
+
+@llama_cpp.llama_log_callback  # type: ignore[misc]
+def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    _CAPTURE.feed(level, text.decode("utf-8", errors="replace"))
 
 
 class Engine:
@@ -92,7 +102,7 @@ class Engine:
         ggml.register_rpc_cards(list(cfg.cards))
         devices = {d.name: d.description for d in ggml.devices() if d.description in cfg.cards}
         started = time.monotonic()
-        with _LogCapture() as capture:
+        with _CAPTURE as capture:
             try:
                 self._llm = llama_cpp.Llama(
                     str(cfg.model_path),
