@@ -15,10 +15,12 @@ import sqlite_utils
 from app.auth import verify_password
 from app.database import Locked, Migration, migrate, now
 from app.engine import catalog
+from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
 from app.engine.service import EngineService
 from app.settings import Settings
+from app.telemetry.monitor import read_health
 from app.telemetry.service import Telemetry
 
 APP_ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,7 @@ class AdminService:
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
         self._sessions: dict[str, float] = {}
         self._sessions_lock = threading.Lock()
+        self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
         with self._lock:
             migrate(self._db, "admin", MIGRATIONS)
 
@@ -127,10 +130,107 @@ class AdminService:
         config = replace(self.engine.config, **changes)
         return self._apply(config, who=who, action=f"engine settings {changes}", entry=None)
 
+    def ping(self, token: str | None, endpoints: list[str]) -> list[dict[str, Any]]:
+        """Each endpoint's RPC port (connect time) and health endpoint, without changing anything."""
+        self.check(token)
+        rows = []
+        in_use = self._cards_in_use()
+        for index, endpoint in enumerate(_valid_endpoints(endpoints)):
+            started = time.monotonic()
+            # a card's RPC server serves one client: while the engine holds it, a probe would only
+            # wait in its accept queue, so a card in use is reported as such
+            rpc = "in use by the engine" if endpoint in in_use else probe_card(endpoint, timeout=1.0) or "ok"
+            row: dict[str, Any] = {"card": index, "endpoint": endpoint, "rpc": rpc,
+                                   "rpc_ms": round(1000 * (time.monotonic() - started), 1) if rpc == "ok" else None}
+            try:
+                health = read_health(self.settings.health_url(endpoint), 1.0)
+                row |= {"health": "ok", "temperature_c": health.get("temperature_c"),
+                        "mem_used_gib": round(health.get("mem_used_bytes", 0) / 2**30, 2),
+                        "mem_total_gib": round(health.get("mem_total_bytes", 0) / 2**30, 2)}
+            except Exception as err:  # the card agent's health port is down or not a card agent
+                row |= {"health": f"no answer: {getattr(err, 'reason', err)}"}
+            rows.append(row)
+        return rows
+
+    def set_cards(self, token: str | None, endpoints: list[str], *, who: str) -> ModelInfo:
+        """Run the model on these cards (any number ≥ 1); every one must answer first. On failure the
+        previous cards are used again."""
+        self.check(token)
+        cards = _valid_endpoints(endpoints)
+        action = f"cards {', '.join(cards)}"
+        try:
+            if not self.settings.engine_isolation:
+                raise EngineError("changing cards needs the engine worker process (engine_isolation = true): "
+                                  "ggml cannot unregister a card inside one process", kind="request")
+            in_use = self._cards_in_use()
+            for index, card in enumerate(cards):
+                reason = None if card in in_use else probe_card(card)
+                if reason:
+                    raise EngineError(f"card {index} ({card}) does not answer: {reason}", card=card, kind="request")
+        except EngineError as err:
+            self.record(who, action, f"refused: {err}", ok=False)
+            raise
+        monitor, before = self.telemetry.monitor, self.telemetry.monitor.cards
+        monitor.set_cards(cards)
+        try:
+            return self._apply(replace(self.engine.config, cards=tuple(cards), tensor_split=None), who=who,
+                               action=action, entry=None)
+        except EngineError:
+            monitor.set_cards(before)  # the supervisor loaded the previous configuration again
+            raise
+
+    def _cards_in_use(self) -> set[str]:
+        status = self.engine.status()
+        return set(self.engine.config.cards) if status["state"] == "ready" else set()
+
+    def restart_engine(self, token: str | None, *, who: str) -> ModelInfo:
+        """Unload and load the current model again on the current cards (a fresh engine process)."""
+        self.check(token)
+        return self._apply(self.engine.config, who=who, action="restart engine", entry=None)
+
+    def load_progress(self) -> list[dict[str, Any]]:
+        """While a model loads: per card, the memory its agent gained since the lowest point of this load
+        (after the old model left) against its share of the weights. Measured at the cards, not guessed."""
+        if self.engine.status()["state"] != "loading":
+            return []
+        config = self.engine.config
+        try:
+            size = config.model_path.stat().st_size
+        except OSError:
+            return []
+        shares = list(config.tensor_split or [1.0] * len(config.cards))
+        rows = []
+        for index, (endpoint, share) in enumerate(zip(config.cards, shares, strict=False)):
+            used = self._memory_used(endpoint)
+            if used is None:
+                rows.append({"card": index, "endpoint": endpoint, "pct": None})
+                continue
+            low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
+            gained, expected = used - low, size * share / sum(shares)
+            rows.append({"card": index, "endpoint": endpoint, "loaded_gib": round(gained / 2**30, 2),
+                         "expected_gib": round(expected / 2**30, 2), "pct": min(100, round(100 * gained / expected))})
+        return rows
+
+    def _memory_used(self, endpoint: str) -> int | None:
+        try:
+            return int(read_health(self.settings.health_url(endpoint), 0.5)["mem_used_bytes"])
+        except Exception:  # no reading from this card now
+            return None
+
+    def _note_baseline(self) -> None:
+        """Each card's memory without the model it holds now: where the next load starts from."""
+        held = {card["endpoint"]: card["layer_bytes"] for card in self.telemetry.status()["cards"]}
+        self._lowest = {}
+        for endpoint, layer_bytes in held.items():
+            used = self._memory_used(endpoint)
+            if used is not None:
+                self._lowest[endpoint] = max(0, used - layer_bytes)
+
     def _apply(self, config: EngineConfig, *, who: str, action: str, entry: catalog.CatalogEntry | None) -> ModelInfo:
         try:
             if entry is not None:
                 self._fit(self._plan(entry)[1])
+            self._note_baseline()
             info = self.engine.switch(config)
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
@@ -148,3 +248,17 @@ class AdminService:
     def log(self, limit: int = 50) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._db.table("admin_log").rows_where(order_by="id desc", limit=limit))
+
+
+def _valid_endpoints(endpoints: list[str]) -> list[str]:
+    cards = [e.strip() for e in endpoints if e.strip()]
+    if not cards:
+        raise EngineError("at least one card endpoint is needed", kind="request")
+    for card in cards:
+        host, _, port = card.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise EngineError(f"card endpoint {card!r} is not host:port", kind="request")
+    duplicates = sorted({c for c in cards if cards.count(c) > 1})
+    if duplicates:
+        raise EngineError(f"card endpoint {duplicates[0]} is listed twice", kind="request")
+    return cards

@@ -90,3 +90,52 @@ def test_switch_back_to_the_demo_and_every_action_is_logged(admin: tuple[Client,
     actions = [a for a, _ in rows]
     assert "switch to demo-small" in actions and "switch to huge" in actions and "login" in actions
     assert ("switch to huge", 0) in rows and ("switch to demo", 1) in rows
+
+
+def test_cards_need_the_admin_session_and_must_answer(admin: tuple[Client, str], appliance: Appliance) -> None:
+    c, token = admin
+    cards = appliance.cards.settings.cards
+    with pytest.raises(AppError, match="admin session"):
+        c.predict(cards, "forged", api_name="/set_cards")
+    with pytest.raises(AppError, match="admin session"):
+        c.predict(cards, "", api_name="/ping_cards")
+    pings = c.predict([*cards, "127.0.0.1:9"], token, api_name="/ping_cards")
+    assert [p["rpc"] for p in pings] == ["in use by the engine"] * len(cards) + ["connection refused"]
+    assert all(p["health"] == "ok" and p["mem_used_gib"] > 0 for p in pings[: len(cards)])
+    assert pings[-1]["health"].startswith("no answer")
+    with pytest.raises(AppError, match=r"card 2 \(127\.0\.0\.1:9\) does not answer: connection refused"):
+        c.predict([cards[0], cards[1], "127.0.0.1:9"], token, api_name="/set_cards")
+    with pytest.raises(AppError, match="listed twice"):
+        c.predict([cards[0], cards[0]], token, api_name="/set_cards")
+    assert [card["endpoint"] for card in c.predict(api_name="/status")["cards"]] == cards
+
+
+def test_the_model_moves_to_three_cards_with_progress_per_card_and_back(
+    admin: tuple[Client, str], appliance: Appliance
+) -> None:
+    import threading
+
+    c, token = admin
+    cards = appliance.cards.settings.cards
+    seen: list[list[dict[str, Any]]] = []
+    outcome: dict[str, Any] = {}
+    switch = threading.Thread(target=lambda: outcome.update(c.predict(cards[:3], token, api_name="/set_cards")))
+    switch.start()
+    while switch.is_alive():
+        progress = c.predict(api_name="/load_progress")
+        if progress:
+            seen.append(progress)
+    switch.join()
+    assert outcome["cards"] == cards[:3]
+    status = c.predict(api_name="/status")
+    assert [card["endpoint"] for card in status["cards"]] == cards[:3]
+    assert all(card["layers"] for card in status["cards"])
+    assert sorted(layer for card in status["cards"] for layer in card["layers"]) == list(range(19))
+    still_serving(c)
+    # while it loaded, every one of the three cards was seen gaining memory, within its share
+    assert seen and all(len(rows) == 3 for rows in seen)
+    best = {row["card"]: max(rows[row["card"]]["pct"] or 0 for rows in seen) for row in seen[0]}
+    assert all(0 < pct <= 100 for pct in best.values()), best
+    c.predict(cards, token, api_name="/set_cards")
+    assert [len(card["layers"]) > 0 for card in c.predict(api_name="/status")["cards"]] == [True] * 4
+    still_serving(c)

@@ -63,14 +63,15 @@ class CardMonitor:
         timeout_s: float,
         on_down: Callable[[int, str, str], None] | None = None,
     ) -> None:
-        self._cards = cards
+        self._health_url = health_url
+        self._cards = list(cards)
         self._urls = [health_url(card) for card in cards]
         self._every = every_s
         self._timeout = timeout_s
         self._samples = [CardSample(i, card, "unknown") for i, card in enumerate(cards)]
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(cards)), thread_name_prefix="card-poll")
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="card-poll")
         self._thread: threading.Thread | None = None
         self._on_down = on_down
         self.listeners: list[Callable[[list[CardSample]], None]] = []  # called after every poll
@@ -88,26 +89,39 @@ class CardMonitor:
         while not self._stop.wait(self._every):
             self.poll()
 
-    def poll(self) -> list[CardSample]:
-        results = list(self._pool.map(self._probe, range(len(self._cards))))
+    def set_cards(self, cards: list[str]) -> None:
+        """Follow a new list of card endpoints (the admin changed them); their state starts unknown."""
         with self._lock:
-            before, self._samples = self._samples, results
-        for old, new in zip(before, results, strict=True):
+            self._cards = list(cards)
+            self._urls = [self._health_url(card) for card in cards]
+            self._samples = [CardSample(i, card, "unknown") for i, card in enumerate(cards)]
+
+    @property
+    def cards(self) -> list[str]:
+        with self._lock:
+            return list(self._cards)
+
+    def poll(self) -> list[CardSample]:
+        with self._lock:
+            cards, urls, previous = list(self._cards), list(self._urls), list(self._samples)
+        results = list(self._pool.map(self._probe, cards, urls, previous))
+        with self._lock:
+            if self._cards != cards:  # changed while polling: this round is stale
+                return list(self._samples)
+            self._samples = results
+        for old, new in zip(previous, results, strict=True):
             if new.state == "down" and old.state != "down" and self._on_down:
                 self._on_down(new.index, new.endpoint, new.reason or "no answer")
         for listener in self.listeners:
             listener(results)
         return results
 
-    def _probe(self, index: int) -> CardSample:
-        previous = self._samples[index]
+    def _probe(self, endpoint: str, url: str, previous: CardSample) -> CardSample:
         try:
-            health = read_health(self._urls[index], self._timeout)
+            health = read_health(url, self._timeout)
         except Exception as err:  # any failure means the card is not serving
-            return CardSample(
-                index, self._cards[index], "down", _reason(err), previous.last_seen, previous.health
-            )
-        return CardSample(index, self._cards[index], "up", None, time.time(), health)
+            return CardSample(previous.index, endpoint, "down", _reason(err), previous.last_seen, previous.health)
+        return CardSample(previous.index, endpoint, "up", None, time.time(), health)
 
     def snapshot(self) -> list[CardSample]:
         with self._lock:

@@ -45,6 +45,15 @@ def build(ctx: AppContext) -> gr.Blocks:
                     n_ubatch = gr.Number(ctx.engine.config.n_ubatch, label="micro-batch", precision=0)
                     kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], value=ctx.engine.config.kv_type, label="KV cache")
                 apply = gr.Button("Apply and reload", elem_id="apply-settings")
+            with gr.Accordion("Cards", open=False):
+                endpoints = gr.Textbox("\n".join(ctx.engine.config.cards), lines=4, elem_id="card-endpoints",
+                                       label="Card endpoints (host:port, one per line; loopback or the internal link)")
+                with gr.Row():
+                    ping = gr.Button("Ping", elem_id="ping-cards")
+                    use = gr.Button("Use these cards and reload", elem_id="set-cards")
+                    restart = gr.Button("Restart engine", elem_id="restart-engine")
+                pings = gr.Dataframe(interactive=False, label="Ping", elem_id="pings")
+                gr.Markdown("Changes last until the app restarts; to keep them, set `cards` in the settings file.")
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
 
         def who(request: gr.Request) -> str:
@@ -77,7 +86,14 @@ def build(ctx: AppContext) -> gr.Blocks:
             worker = threading.Thread(target=work, daemon=True)
             worker.start()
             while worker.is_alive():
-                yield f"⏳ {ctx.status()['message']}"
+                lines = [f"⏳ {ctx.status()['message']}"]
+                for card in admin.load_progress():
+                    lines.append(
+                        f"- card {card['card']} ({card['endpoint']}): no memory reading" if card["pct"] is None else
+                        f"- card {card['card']} ({card['endpoint']}): {card['loaded_gib']} of ≈{card['expected_gib']} "
+                        f"GiB ({card['pct']} %)"
+                    )
+                yield "\n".join(lines)
                 time.sleep(0.5)
             yield outcome["text"]
 
@@ -92,6 +108,28 @@ def build(ctx: AppContext) -> gr.Blocks:
             changes["kv_type"] = values[4]
             yield from run(lambda: admin.apply_settings(key, changes, who=who(request)))
 
+        def listed(text: str) -> list[str]:
+            return [line.strip() for line in text.splitlines() if line.strip()]
+
+        def on_ping(key: str | None, text: str) -> pd.DataFrame:
+            try:
+                return pd.DataFrame(admin.ping(key, listed(text)))
+            except (EngineError, AdminDenied) as err:
+                raise gr.Error(str(err)) from err
+
+        def on_cards(key: str | None, text: str, request: gr.Request) -> Iterator[str]:
+            yield from run(lambda: admin.set_cards(key, listed(text), who=who(request)))
+
+        def on_restart(key: str | None, request: gr.Request) -> Iterator[str]:
+            yield from run(lambda: admin.restart_engine(key, who=who(request)))
+
+        ping.click(on_ping, [token, endpoints], pings, api_visibility="private", show_progress="hidden")
+        use.click(on_cards, [token, endpoints], result, api_visibility="private").then(
+            refresh, None, [status, table, history], api_visibility="private"
+        )
+        restart.click(on_restart, token, result, api_visibility="private").then(
+            refresh, None, [status, table, history], api_visibility="private"
+        )
         enter.click(
             on_login, password, [token, door, room, password, status, table, history], api_visibility="private",
             show_progress="hidden",

@@ -81,6 +81,25 @@ def register(ctx: AppContext) -> None:
             raise gr.Error(str(err)) from err
         return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2)}
 
+    def ping_cards(endpoints: list[str], admin_token: str) -> list[dict[str, Any]]:
+        """Admin only: each endpoint's RPC port and health endpoint, changing nothing."""
+        try:
+            return ctx.admin.ping(admin_token, endpoints)
+        except (AdminDenied, EngineError) as err:
+            raise gr.Error(str(err)) from err
+
+    def set_cards(endpoints: list[str], admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Admin only: run the model on these card endpoints (N ≥ 1); every one must answer first."""
+        try:
+            info = ctx.admin.set_cards(admin_token, endpoints, who=_owner(request))
+        except (AdminDenied, EngineError) as err:
+            raise gr.Error(str(err)) from err
+        return {"model": info.name, "cards": [c.endpoint for c in info.cards], "load_s": round(info.load_s, 2)}
+
+    def load_progress() -> list[dict[str, Any]]:
+        """While a model loads: per card, memory gained at the card against its share of the weights."""
+        return ctx.admin.load_progress()
+
     def documents() -> list[dict[str, Any]]:
         """Every document in the knowledge base with its status, pages, chunks and any error."""
         return [
@@ -123,6 +142,9 @@ def register(ctx: AppContext) -> None:
     gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
+    gr.api(set_cards, api_name="set_cards", concurrency_limit=1)
+    gr.api(ping_cards, api_name="ping_cards", queue=False)
+    gr.api(load_progress, api_name="load_progress", queue=False)
     gr.api(history, api_name="history", queue=False)
     gr.api(cards, api_name="cards", queue=False)
     gr.api(status, api_name="status", queue=False)
