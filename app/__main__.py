@@ -20,6 +20,9 @@ from app.context import AppContext
 from app.database import Locked, open_database
 from app.engine.engine_config import EngineConfig
 from app.engine.service import EngineService
+from app.extraction.extractor import Extractor
+from app.extraction.service import ExtractionService
+from app.extraction.store import ExtractionStore
 from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
@@ -31,6 +34,7 @@ from app.telemetry.service import Telemetry
 
 log = logging.getLogger("quartet")
 PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts"
+TEMPLATES = PROMPTS.parent / "schemas"
 _LOAD_WAIT_S = 600.0
 
 
@@ -81,9 +85,12 @@ def build_context(settings: Settings) -> AppContext:
     knowledge = KnowledgeService(
         Locked(open_database(settings.db_path)), embedder, kb_dir=settings.kb_dir, options=options
     )
+    extractor = Extractor(knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens,
+                          timeout_s=settings.extraction_timeout_s)
+    extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)
     return AppContext(
         settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry, admin=admin,
-        knowledge=knowledge,
+        knowledge=knowledge, extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=settings.qa_sources, max_tokens=settings.max_tokens),
         summariser=Summariser(knowledge, engine, PROMPTS), embed=_embed_with(embedder),
     )
@@ -109,6 +116,7 @@ def main() -> int:
     ctx.cards.start()
     ctx.engine.start()
     ctx.knowledge.start()
+    ctx.extraction.start()
     server = make_server(ctx)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -130,6 +138,7 @@ def main() -> int:
         pass
     server.should_exit = True
     thread.join(timeout=5)
+    ctx.extraction.stop()
     ctx.knowledge.stop()
     ctx.engine.stop()
     ctx.cards.stop()

@@ -9,6 +9,7 @@ from typing import Any
 from app.admin import AdminService
 from app.chat.service import ChatService
 from app.engine.service import EngineService
+from app.extraction.service import ExtractionService
 from app.knowledge.answer import Answerer
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
@@ -28,6 +29,7 @@ class AppContext:
     knowledge: KnowledgeService
     answerer: Answerer
     summariser: Summariser
+    extraction: ExtractionService
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 

@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         Path("/"),
         description="Root under which local card agents read thermal and NPU-load sysfs; {card} = the card's index.",
     )
+    extraction_max_tokens: int = Field(
+        384, ge=16, description="Hard cap on tokens per extraction answer (constrained JSON can run away)."
+    )
+    extraction_timeout_s: float = Field(
+        120.0, gt=0, description="An extraction answer still running after this many seconds is stopped."
+    )
     ui_updates_per_s: float = Field(15.0, gt=0, description="Streaming UI updates per second.")
 
     @field_validator("cards")

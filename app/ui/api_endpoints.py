@@ -10,6 +10,9 @@ import gradio as gr
 from app.admin import AdminDenied
 from app.context import AppContext
 from app.engine.events import EngineError
+from app.extraction.extractor import ExtractionFailed, Limits
+from app.extraction.merge import provenance
+from app.extraction.schemas import SchemaProblem
 from app.knowledge.answer import Source
 from app.ui import display
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
@@ -128,6 +131,29 @@ def register(ctx: AppContext) -> None:
         except ValueError as err:
             raise gr.Error(str(err)) from err
 
+    def extract(
+        document: str, template: str = "", schema: str = "", max_tokens: int = 0, timeout_s: float = 0
+    ) -> Iterator[dict[str, Any]]:
+        """Typed fields from one document (id or file name) by a template name or a pasted JSON Schema:
+        yields {"progress": ...} while it works, then {"document", "record", "fields"} where each field
+        has its page, snippet, verified flag (None: not checkable) and any conflicting candidates.
+        max_tokens / timeout_s (per answer) may lower the appliance's limits, never raise them."""
+        try:
+            doc = ctx.extraction.find_document(document)
+            _, checked = ctx.extraction.schema_for(template, schema or None)
+            limits = ctx.extraction.extractor.limits
+            lower = Limits(max_tokens or limits.max_tokens, timeout_s or limits.timeout_s)
+            steps = ctx.extraction.extract(doc.id, checked, limits=lower)
+            while True:
+                step = next(steps)
+                yield {"progress": step.text, "waiting": step.waiting}
+        except StopIteration as finished:
+            result = finished.value
+            yield {"document": result.name, "record": result.record, "problems": result.problems,
+                   "fields": {name: {"value": fv.value, **provenance(fv)} for name, fv in result.fields.items()}}
+        except (SchemaProblem, ValueError, ExtractionFailed) as err:
+            raise gr.Error(str(err)) from err
+
     def unlock(document_id: int, password: str) -> str:
         """Index an encrypted PDF with its password (kept in memory for that indexing only)."""
         try:
@@ -140,6 +166,7 @@ def register(ctx: AppContext) -> None:
     gr.api(unlock, api_name="unlock", queue=False)
     gr.api(ask, api_name="ask", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
+    gr.api(extract, api_name="extract", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(set_cards, api_name="set_cards", concurrency_limit=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import AppContext
-from app.ui import api_endpoints, cards_tab, chat_tab, display, documents_tab
+from app.ui import api_endpoints, cards_tab, chat_tab, display, documents_tab, extraction_tab
 
 _HEADER_EVERY_S = 2.0
 
@@ -18,17 +18,20 @@ def build(ctx: AppContext) -> gr.Blocks:
                 loads = [chat_tab.build(ctx)]
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer = documents_tab.build(ctx)
+            with gr.Tab("Extraction", id="extraction") as extraction:
+                extraction_timer = extraction_tab.build(ctx)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer = cards_tab.build(ctx)
         api_endpoints.register(ctx)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
         # a tab's timer only runs while the tab is shown
-        timers = {chat: None, documents: documents_timer, cards: cards_timer}
+        timers = {chat: None, documents: documents_timer, extraction: extraction_timer, cards: cards_timer}
+        every = [documents_timer, extraction_timer, cards_timer]
         for tab in timers:
             tab.select(
-                lambda shown=timers[tab]: [gr.Timer(active=t is shown) for t in (documents_timer, cards_timer)],
-                None, [documents_timer, cards_timer], queue=False, api_visibility="private",
+                lambda shown=timers[tab]: [gr.Timer(active=t is shown) for t in every],
+                None, every, queue=False, api_visibility="private",
             )
         for load in loads:
             page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")

@@ -1,0 +1,272 @@
+"""Schema-constrained extraction from one document.
+
+The document's pages are cut into parts that fit the model's context; each part gets one
+grammar-constrained answer (a hard token cap and a timeout stop a runaway), validated with
+`jsonschema` and retried once with the validation error. The parts' answers are merged, and every
+value's page and snippet come from searching the page text — the model never gets the last word.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
+from app.engine.service import EngineService
+from app.extraction.merge import FieldValue, PartResult, merge, record_of
+from app.knowledge.service import KnowledgeService
+
+_TEXT_CHARS, _ITEM_CHARS, _ITEMS = 200, 80, 10  # bounds the grammar puts on free text (see `bounded`)
+_CHARS_PER_TOKEN = 2.0  # conservative (German measured 2.07, Chinese is below 1.5 per token: halving covers it)
+
+
+@dataclass(frozen=True)
+class Step:
+    """Progress of one extraction, for people."""
+
+    text: str
+    waiting: int = 0
+
+
+@dataclass
+class Extraction:
+    document_id: int
+    name: str
+    fields: dict[str, FieldValue]
+    record: dict[str, Any]
+    parts: int
+    problems: list[str] = field(default_factory=list)  # parts that gave no valid answer, and why
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per answer: a hard token cap and a timeout (waiting in the queue does not count)."""
+
+    max_tokens: int
+    timeout_s: float
+
+    def within(self, other: Limits | None) -> Limits:
+        """These limits, lowered by `other` where it asks for less (a caller can never raise them)."""
+        if other is None:
+            return self
+        return Limits(min(self.max_tokens, max(1, other.max_tokens)), min(self.timeout_s, max(0.1, other.timeout_s)))
+
+
+class ExtractionFailed(Exception):
+    """No part of the document gave a valid answer (or the document cannot be read)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    pieces: tuple[tuple[int, str], ...]  # (page number, text of that page or of a piece of it)
+
+    @property
+    def pages(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(n for n, _ in self.pieces))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(f"[p. {n}] {text}" for n, text in self.pieces)
+
+    def split(self) -> list[Part]:
+        """Two halves by page (a part that overflowed the context after all)."""
+        pages = self.pages
+        first = set(pages[: len(pages) // 2])
+        return [Part(tuple(p for p in self.pieces if (p[0] in first) == side)) for side in (True, False)]
+
+
+class Extractor:
+    def __init__(
+        self,
+        knowledge: KnowledgeService,
+        engine: EngineService,
+        prompts: Path,
+        *,
+        max_tokens: int = 384,
+        timeout_s: float = 120.0,
+    ) -> None:
+        self.knowledge, self.engine = knowledge, engine
+        self.system = (prompts / "extract_system.txt").read_text(encoding="utf-8").strip()
+        self.template = (prompts / "extract_user.txt").read_text(encoding="utf-8")
+        self.limits = Limits(max_tokens, timeout_s)
+
+    def pages(self, document_id: int) -> tuple[str, dict[int, str]]:
+        doc = self.knowledge.document(document_id)
+        if doc is None:
+            raise ExtractionFailed(f"there is no document {document_id}")
+        if doc.status != "ok":
+            raise ExtractionFailed(f"{doc.name} is not indexed ({doc.status}{': ' + doc.error if doc.error else ''})")
+        texts = {n: self.knowledge.page_text(document_id, n) or "" for n in range(1, doc.pages_total + 1)}
+        return doc.name, {n: t for n, t in texts.items() if t.strip()}
+
+    def parts(self, pages: dict[int, str], schema: dict[str, Any]) -> list[Part]:
+        """Consecutive pages grouped to fit the context; a page longer than that is cut into pieces."""
+        overhead = len(self.system) + len(self.template) + len(_describe(schema)) + 200
+        room = self.engine.config.n_ctx - self.limits.max_tokens - int(overhead / _CHARS_PER_TOKEN)
+        budget = max(800, int(room * _CHARS_PER_TOKEN))
+        pieces = [(n, text[i : i + budget]) for n, text in sorted(pages.items()) for i in range(0, len(text), budget)]
+        parts: list[Part] = []
+        current: list[tuple[int, str]] = []
+        for piece in pieces:
+            if current and sum(len(t) + 12 for _, t in current) + len(piece[1]) > budget:
+                parts.append(Part(tuple(current)))
+                current = []
+            current.append(piece)
+        return [*parts, Part(tuple(current))] if current else parts
+
+    def run(
+        self,
+        document_id: int,
+        schema: dict[str, Any],
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+        limits: Limits | None = None,
+    ) -> Generator[Step, None, Extraction]:
+        """Extract `schema`'s fields from the document; raises ExtractionFailed when nothing valid came back."""
+        limits = self.limits.within(limits)
+        name, pages = self.pages(document_id)
+        if not pages:
+            raise ExtractionFailed(f"{name} has no text to extract from")
+        parts = self.parts(pages, schema)
+        results: list[PartResult] = []
+        problems: list[str] = []
+        queue = list(parts)
+        done = 0
+        while queue:
+            part = queue.pop(0)
+            label = f"{name}: part {done + 1} of {done + 1 + len(queue)} (pages {part.pages[0]}–{part.pages[-1]})"
+            record, problem = yield from self._part(name, part, schema, label, cancelled, limits)
+            if problem == "cancelled":
+                raise ExtractionFailed("stopped before the end")
+            if problem == "context" and len(part.pages) > 1:  # the estimate was short: read it as two halves
+                queue[:0] = part.split()
+                continue
+            done += 1
+            if record is not None:
+                results.append(PartResult(part.pages, record))
+            else:
+                problems.append(f"pages {part.pages[0]}–{part.pages[-1]}: {problem}")
+        if not results:
+            raise ExtractionFailed("no part gave a valid answer: " + "; ".join(problems))
+        fields = merge(results, schema, pages)
+        return Extraction(document_id, name, fields, record_of(fields), len(parts), problems)
+
+    def _part(
+        self,
+        name: str,
+        part: Part,
+        schema: dict[str, Any],
+        label: str,
+        cancelled: Callable[[], bool],
+        limits: Limits,
+    ) -> Generator[Step, None, tuple[dict[str, Any] | None, str | None]]:
+        """One part's validated record, or None and why; one retry with the validation error."""
+        prompt = self.template.format(
+            name=name, first=part.pages[0], last=part.pages[-1], fields=_describe(schema), text=part.text
+        )
+        messages: tuple[Message, ...] = (Message("system", self.system), Message("user", prompt))
+        problem = ""
+        for attempt in (1, 2):
+            step = label if attempt == 1 else label + ", retry"
+            text, failure = yield from self._generate(messages, schema, step, cancelled, limits)
+            if failure in ("context", "cancelled"):
+                return None, failure
+            if failure == "timeout":
+                return None, f"stopped after {limits.timeout_s:g} s without finishing"
+            if failure is not None and failure != "length":
+                problem = failure  # the engine failed (a card went away): the same question once more
+                continue
+            if failure == "length":
+                problem = f"the answer reached the cap of {limits.max_tokens} tokens before its JSON was complete"
+            else:
+                try:
+                    record = json.loads(text)
+                    jsonschema.validate(record, schema)
+                    return record, None
+                except json.JSONDecodeError as err:
+                    problem = f"the answer is not complete JSON ({err.msg} at character {err.pos})"
+                except jsonschema.ValidationError as err:
+                    where = "/".join(str(p) for p in err.absolute_path) or "the answer"
+                    problem = f"{where}: {err.message}"
+            messages = (
+                *messages,
+                Message("assistant", text),
+                Message("user", f"That answer is invalid: {problem}. Answer again with valid, shorter JSON."),
+            )
+        return None, problem
+
+    def _generate(
+        self,
+        messages: tuple[Message, ...],
+        schema: dict[str, Any],
+        label: str,
+        cancelled: Callable[[], bool],
+        limits: Limits,
+    ) -> Generator[Step, None, tuple[str, str | None]]:
+        """(text, None) or (partial text, reason); a generation past the timeout is cancelled."""
+        request = GenerationRequest(
+            messages=messages, max_tokens=limits.max_tokens, temperature=0.0, json_schema=json.dumps(bounded(schema))
+        )
+        try:
+            ticket = self.engine.submit(request)
+        except EngineError as err:
+            return "", str(err)
+        deadline = time.monotonic() + limits.timeout_s
+        text, stopped = "", None
+        yield Step(label)
+        while True:
+            event = ticket.get(timeout=0.25)
+            if event is None or isinstance(event, Queued):
+                if isinstance(event, Queued):
+                    deadline = time.monotonic() + limits.timeout_s  # waiting in line does not count
+                    yield Step(label, waiting=event.position)
+                if stopped is None and (cancelled() or time.monotonic() > deadline):
+                    stopped = "cancelled" if cancelled() else "timeout"
+                    self.engine.cancel(ticket)
+                continue
+            if isinstance(event, Token):
+                text += event.text
+                if stopped is None and (cancelled() or time.monotonic() > deadline):
+                    stopped = "cancelled" if cancelled() else "timeout"
+                    self.engine.cancel(ticket)
+            elif isinstance(event, Done):
+                return text, stopped or ("length" if event.stats.finish_reason == "length" else None)
+            elif isinstance(event, Failed):
+                return text, "context" if event.kind == "context" else event.message
+
+
+def bounded(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema the grammar enforces: the user's, with free text and lists bounded (a small model
+    otherwise fills a list or a string until the token cap). Stricter than the user's schema, so an
+    answer that follows it also validates against that."""
+    out = copy.deepcopy(schema)
+    for spec in out.get("properties", {}).values():
+        targets = [(spec, _TEXT_CHARS)]
+        if spec.get("type") == "array":
+            spec["maxItems"] = min(spec.get("maxItems", _ITEMS), _ITEMS)
+            targets = [(spec.get("items", {}), _ITEM_CHARS)]
+        for target, chars in targets:
+            if target.get("type") == "string" and "enum" not in target and "format" not in target:
+                target["maxLength"] = min(target.get("maxLength", chars), chars)
+    return out
+
+
+def _describe(schema: dict[str, Any]) -> str:
+    lines = []
+    for name, prop in schema.get("properties", {}).items():
+        kind = prop.get("type", "string")
+        if kind == "array":
+            kind = f"list of {prop.get('items', {}).get('type', 'string')}"
+        if prop.get("format") == "date":
+            kind = "date YYYY-MM-DD"
+        if "enum" in prop:
+            kind += " (one of " + ", ".join(map(str, prop["enum"])) + ")"
+        lines.append(f"- {name} ({kind}): {prop.get('description', '')}".rstrip(": "))
+    return "\n".join(lines)

@@ -1,0 +1,266 @@
+"""Is an extracted value really in the document? Text, numbers and dates matched in their usual forms.
+
+Text is compared after folding case, Unicode compatibility forms (full-width digits and spaces),
+whitespace, dashes and quotes; when that fails, also with all spaces removed, since PDF text often
+spaces out Chinese characters or breaks a line inside a name. A number matches any common way of
+writing it (`1,234.50`, `1.234,50`, `1 234,50`, `€1234.5`), a date any common date form
+(`01.03.2024`, `1 March 2024`, `2024年3月1日`…). Yes/no values cannot be checked against text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+SNIPPET_CHARS = 120
+_MAX_GROUPS = 6  # digit groups in one number: 1 234 567 890,12
+_TRANSLATE = str.maketrans(
+    {
+        **dict.fromkeys("‐‑‒–—―−﹣－", "-"),
+        **dict.fromkeys("‘’‚‛′`´", "'"),
+        **dict.fromkeys("“”„‟″«»", '"'),
+        **dict.fromkeys("\u00ad\u200b\u200c\u200d\u2060\ufeff", ""),
+    }
+)
+_RUN = re.compile(r"\d+(?:[.,' ]\d+)*")
+_DIGITS = re.compile(r"\d+")
+_VALUE_NUMBER = re.compile(r"[-+]? ?(?:[a-z]{3}|[$€£¥₹])? ?(\d+(?:[.,' ]\d+)*) ?(?:[a-z]{3}|[$€£¥₹%元])?")
+_ISO_VALUE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_MONTH_NAMES = [
+    ("january", "jan", "januar"),
+    ("february", "feb", "februar"),
+    ("march", "mar", "märz"),
+    ("april", "apr"),
+    ("may", "mai"),
+    ("june", "jun", "juni"),
+    ("july", "jul", "juli"),
+    ("august", "aug"),
+    ("september", "sep", "sept"),
+    ("october", "oct", "oktober"),
+    ("november", "nov"),
+    ("december", "dec", "dezember"),
+]
+_MONTHS = {name: number for number, names in enumerate(_MONTH_NAMES, 1) for name in names}
+_MONTH = r"(?<![a-z])(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")(?![a-z])\.?"
+_ORDINAL = r"(?:st|nd|rd|th)?\.?"
+# each pattern with the order of its (year, month, day) groups; day/month/year forms are read both ways
+_DATE_FORMS = [
+    (re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)"), (1, 2, 3)),
+    (re.compile(r"(?<!\d)(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})(?!\d)"), (3, 2, 1)),
+    (re.compile(r"(?<!\d)(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})(?!\d)"), (3, 1, 2)),
+    (re.compile(rf"(?<!\d)(\d{{1,2}}){_ORDINAL}[ -]?(?:of )?{_MONTH}[ ,-]*(\d{{4}})(?!\d)"), (3, 2, 1)),
+    (re.compile(rf"{_MONTH} ?(\d{{1,2}}){_ORDINAL},? ?(\d{{4}})(?!\d)"), (3, 1, 2)),
+    (re.compile(r"(?<!\d)(\d{4}) ?年 ?(\d{1,2}) ?月 ?(\d{1,2}) ?[日号]"), (1, 2, 3)),
+]
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """Folded text plus, for each of its characters, the span of the source text it came from."""
+
+    text: str
+    sources: list[Span]
+
+    def span(self, start: int, end: int) -> Span:
+        return self.sources[start][0], self.sources[end - 1][1]
+
+    def compact(self) -> _Folded:
+        kept = [(c, s) for c, s in zip(self.text, self.sources, strict=True) if c != " "]
+        return _Folded("".join(c for c, _ in kept), [s for _, s in kept])
+
+
+def normalise(text: str) -> str:
+    """Text folded for comparison: NFKC, casefolded, one kind of space, dash and quote."""
+    return _fold(text).text
+
+
+def is_grounded(value: Any, page_text: str) -> bool | None:
+    """Whether `value` occurs in the page; None when it cannot be checked (yes/no, empty, nothing)."""
+    if isinstance(value, list):
+        verdicts = [is_grounded(item, page_text) for item in value]
+        checked = [v for v in verdicts if v is not None]
+        return all(checked) if checked else None
+    if not checkable(value):
+        return None
+    return find(value, page_text) is not None
+
+
+def find(value: Any, text: str) -> Span | None:
+    """Where a scalar value occurs in `text` (start, end), or None."""
+    if not checkable(value):
+        return None
+    return _find(value, _fold(text))
+
+
+def locate(value: Any, pages: Mapping[int, str]) -> tuple[int, str] | None:
+    """The first page (by number) that grounds the value, and a snippet of that page around it.
+
+    A list is located on the first page that holds all of its checkable items.
+    """
+    return PageTexts(pages).locate(value)
+
+
+class PageTexts:
+    """A document's page texts, each folded once, for locating many values in them."""
+
+    def __init__(self, pages: Mapping[int, str]) -> None:
+        self._texts = dict(pages)
+        self._folded: dict[int, _Folded] = {}
+
+    def locate(self, value: Any, *, within: Iterable[int] | None = None) -> tuple[int, str] | None:
+        """Like `locate`, looking only at the pages numbered in `within` when given."""
+        items = [v for v in (value if isinstance(value, list) else [value]) if checkable(v)]
+        if not items:
+            return None
+        numbers = self._texts.keys() if within is None else set(within) & self._texts.keys()
+        for number in sorted(numbers):
+            if number not in self._folded:
+                self._folded[number] = _fold(self._texts[number])
+            spans = [_find(item, self._folded[number]) for item in items]
+            if all(spans) and spans[0] is not None:
+                return number, snippet(self._texts[number], spans[0])
+        return None
+
+
+def snippet(text: str, span: Span, *, width: int = SNIPPET_CHARS) -> str:
+    """About `width` characters of `text` centred on `span`, on one line, with … where cut."""
+    start, end = span
+    extra = max(0, width - (end - start)) // 2
+    left, right = max(0, start - extra), min(len(text), end + extra)
+    body = " ".join(text[left:right].split())
+    return ("…" if left > 0 else "") + body + ("…" if right < len(text) else "")
+
+
+def checkable(value: Any) -> bool:
+    """Whether the value can be looked for in text: a non-empty string or a finite number."""
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, int | float):
+        return math.isfinite(value)
+    return isinstance(value, str) and bool(normalise(value))
+
+
+def iso_date(text: str) -> date | None:
+    """The day a YYYY-MM-DD string names (leading zeros optional), or None."""
+    match = _ISO_VALUE.fullmatch(normalise(text))
+    return _date_of(*match.groups()) if match else None
+
+
+def _find(value: Any, page: _Folded) -> Span | None:
+    if isinstance(value, int | float):
+        return _find_number({abs(float(value))}, page)
+    text = str(value)
+    found = _find_text(normalise(text), page)
+    if found is None and (readings := _value_numbers(text)):
+        found = _find_number(readings, page)
+    if found is None and (day := iso_date(text)):
+        found = _find_date(day, page)
+    return found
+
+
+def _find_text(needle: str, page: _Folded) -> Span | None:
+    """`needle` in the page, or else in the page without spaces; digits must not run on (50 ≠ 1250)."""
+    for folded, wanted in ((page, needle), (page.compact(), needle.replace(" ", ""))):
+        at = folded.text.find(wanted) if wanted else -1
+        while at >= 0:
+            end = at + len(wanted)
+            before, after = folded.text[max(at - 1, 0) : at], folded.text[end : end + 1]
+            if not (wanted[0].isdigit() and before.isdigit()) and not (wanted[-1].isdigit() and after.isdigit()):
+                return folded.span(at, end)
+            at = folded.text.find(wanted, at + 1)
+    return None
+
+
+def _find_number(readings: set[float], page: _Folded) -> Span | None:
+    for number, start, end in _numbers(page.text):
+        if any(math.isclose(number, r, rel_tol=1e-9, abs_tol=1e-9) for r in readings):
+            return page.span(start, end)
+    return None
+
+
+def _find_date(day: date, page: _Folded) -> Span | None:
+    for pattern, (y, m, d) in _DATE_FORMS:
+        for match in pattern.finditer(page.text):
+            if _date_of(match.group(y), match.group(m), match.group(d)) == day:
+                return page.span(match.start(), match.end())
+    return None
+
+
+def _numbers(text: str) -> Iterator[tuple[float, int, int]]:
+    """Every reading of every number in folded text: (value, start, end); ambiguous forms give several."""
+    for run in _RUN.finditer(text):
+        groups = [(m.start() + run.start(), m.end() + run.start()) for m in _DIGITS.finditer(run.group())]
+        digits = [text[a:b] for a, b in groups]
+        seps = [text[b] for _, b in groups[:-1]]
+        for i in range(len(groups)):
+            for j in range(i, min(len(groups), i + _MAX_GROUPS)):
+                for number in _readings(digits[i : j + 1], seps[i:j]):
+                    yield number, groups[i][0], groups[j][1]
+
+
+def _readings(digits: list[str], seps: list[str]) -> list[float]:
+    """The numbers `digits` joined by `seps` can mean: thousands groups, and/or a decimal point or comma."""
+    if not seps:
+        return [float(digits[0])]
+    found = []
+    if len(set(seps)) == 1 and _thousands(digits):
+        found.append(float("".join(digits)))
+    whole, point = seps[:-1], seps[-1]
+    if point in ".," and (not whole or (len(set(whole)) == 1 and whole[0] != point and _thousands(digits[:-1]))):
+        found.append(float("".join(digits[:-1]) + "." + digits[-1]))
+    return found
+
+
+def _thousands(digits: list[str]) -> bool:
+    return 1 <= len(digits[0]) <= 3 and all(len(group) == 3 for group in digits[1:])
+
+
+def _value_numbers(text: str) -> set[float]:
+    match = _VALUE_NUMBER.fullmatch(normalise(text))
+    if not match:
+        return set()
+    run = match.group(1)
+    return set(_readings(_DIGITS.findall(run), [c for c in run if not c.isdigit()]))
+
+
+def _date_of(year: str, month: str, day: str) -> date | None:
+    try:
+        return date(int(year), _MONTHS.get(month) or int(month), int(day))
+    except ValueError:
+        return None
+
+
+def _fold(text: str) -> _Folded:
+    """Fold `text` a character (with its combining marks) at a time, remembering where each came from."""
+    out: list[str] = []
+    sources: list[Span] = []
+    space = True  # drops leading spaces and runs of spaces
+    i, n = 0, len(text)
+    while i < n:
+        j = i + 1
+        while j < n and unicodedata.combining(text[j]):
+            j += 1
+        piece = text[i:j]
+        if not piece.isascii():
+            piece = unicodedata.normalize("NFKC", piece)
+        for c in piece.casefold().translate(_TRANSLATE):
+            if c.isspace():
+                if space:
+                    continue
+                c, space = " ", True
+            else:
+                space = False
+            out.append(c)
+            sources.append((i, j))
+        i = j
+    if out and out[-1] == " ":
+        out.pop()
+        sources.pop()
+    return _Folded("".join(out), sources)

@@ -1,0 +1,149 @@
+"""One record per document from the records of its parts, each field with the page it was found on.
+
+A long document is read in parts (runs of consecutive pages); each part yields a record. Values equal
+after folding (case and spaces for text, numeric value for numbers, the day for dates) count as one.
+A scalar the parts disagree on is a conflict: the value kept is the one found on its part's pages,
+then the one most parts gave, and all candidates are listed with their pages. Lists are unioned.
+Page and snippet come from the page text (`grounding.locate`), never from the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.extraction.grounding import PageTexts, checkable, iso_date, normalise
+from app.extraction.schemas import field_types
+
+_LIST = "list of "
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What the model returned for one part of a document, and the page numbers that part covered."""
+
+    pages: tuple[int, ...]
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One distinct value, where it was found, and how many parts gave it."""
+
+    value: Any
+    page: int | None
+    snippet: str
+    verified: bool | None  # None: a yes/no value, which text cannot confirm
+    parts: int = 1
+
+
+@dataclass(frozen=True)
+class FieldValue:
+    """A merged field: its value, its provenance, and the candidates when the parts disagreed."""
+
+    name: str
+    value: Any
+    page: int | None
+    snippet: str
+    verified: bool | None
+    conflicts: list[Candidate] = field(default_factory=list)
+    conflict: bool = False
+    items: list[Candidate] = field(default_factory=list)  # lists only: where each item was found
+
+
+Merged = dict[str, FieldValue]
+
+
+def merge(parts: Sequence[PartResult], schema: dict[str, Any], page_texts: Mapping[int, str]) -> Merged:
+    """The fields of the schema that any part found, in schema order; absent fields are left out."""
+    merged: Merged = {}
+    texts = PageTexts(page_texts)
+    for name, kind in field_types(schema).items():
+        found = [(part, part.record[name]) for part in parts if _present(part.record.get(name))]
+        if not found:
+            continue
+        if kind.startswith(_LIST):
+            items = [(part, item) for part, value in found for item in _as_list(value) if _present(item)]
+            merged[name] = _merge_list(name, _candidates(kind.removeprefix(_LIST), items, texts))
+        else:
+            merged[name] = _merge_scalar(name, _candidates(kind, found, texts))
+    return merged
+
+
+def record_of(fields: Mapping[str, FieldValue]) -> dict[str, Any]:
+    """The plain record: field name → value."""
+    return {name: fv.value for name, fv in fields.items()}
+
+
+def provenance(fv: FieldValue) -> dict[str, Any]:
+    """Everything about a field but its name and value, as JSON-ready data."""
+    return {k: v for k, v in dataclasses.asdict(fv).items() if k not in ("name", "value")}
+
+
+def _merge_scalar(name: str, candidates: list[Candidate]) -> FieldValue:
+    if len(candidates) == 1:
+        only = candidates[0]
+        return FieldValue(name, only.value, only.page, only.snippet, only.verified)
+    best = max(candidates, key=lambda c: (c.verified is True, c.parts))  # the first of equals wins
+    return FieldValue(name, best.value, best.page, best.snippet, best.verified, candidates, conflict=True)
+
+
+def _merge_list(name: str, items: list[Candidate]) -> FieldValue:
+    checked = [c.verified for c in items if c.verified is not None]
+    shown = next((c for c in items if c.verified), items[0])
+    verified = all(checked) if checked else None
+    return FieldValue(name, [c.value for c in items], shown.page, shown.snippet, verified, items=items)
+
+
+def _candidates(kind: str, found: list[tuple[PartResult, Any]], texts: PageTexts) -> list[Candidate]:
+    """Distinct values in order of first appearance; a value missed on one part may be found on another."""
+    by_key: dict[tuple[str, Any], Candidate] = {}
+    for part, value in found:
+        key = _key(kind, value)
+        seen = by_key.get(key)
+        if seen is None:
+            by_key[key] = _candidate(value, part, texts)
+            continue
+        seen = dataclasses.replace(seen, parts=seen.parts + 1)
+        if seen.verified is False and (again := _candidate(seen.value, part, texts)).verified:
+            seen = dataclasses.replace(seen, page=again.page, snippet=again.snippet, verified=True)
+        by_key[key] = seen
+    return list(by_key.values())
+
+
+def _candidate(value: Any, part: PartResult, texts: PageTexts) -> Candidate:
+    found = texts.locate(value, within=part.pages)
+    if found is not None:
+        return Candidate(value, found[0], found[1], True)
+    first = part.pages[0] if part.pages else None
+    return Candidate(value, first, "", False if checkable(value) else None)
+
+
+def _key(kind: str, value: Any) -> tuple[str, Any]:
+    """What makes two values the same for this kind of field."""
+    if kind in ("number", "integer") and not isinstance(value, bool):
+        try:
+            return "number", round(float(value), 9)
+        except (TypeError, ValueError):
+            pass
+    if kind == "date" and isinstance(value, str) and (day := iso_date(value)):
+        return "date", day
+    if isinstance(value, bool):
+        return "bool", value
+    return "text", normalise(str(value))
+
+
+def _present(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, list):
+        return any(_present(item) for item in value)
+    return True
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
