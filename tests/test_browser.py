@@ -133,3 +133,45 @@ def test_drop_a_pdf_then_ask_and_see_a_cited_answer(browser: Any, appliance: App
     assert page.locator("#page-view mark").first.inner_text().strip()
     page.screenshot(path=str(artifacts / "documents.png"), full_page=True)
     page.close()
+
+
+def test_extract_with_a_template_see_the_table_and_export_csv(
+    browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
+) -> None:
+    from gradio_client import Client, handle_file
+
+    from tests.harness import wait_until
+
+    invoice = tmp_path / "invoice-browser.txt"
+    invoice.write_text("INVOICE\nInvoice number: INV-77\nInvoice date: 2025-06-30\nSeller: Quartet Labs\n"
+                       "Buyer: Harbour Ltd\nTotal: 1,250.00 EUR\n", encoding="utf-8")
+    c = Client(appliance.url, verbose=False)
+    c.predict([handle_file(str(invoice))], api_name="/ingest")
+    wait_until(lambda: any(d["name"] == invoice.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
+               timeout=120, every=0.5)
+    page = browser.new_page(viewport={"width": 1280, "height": 1200})
+    page.goto(appliance.url, wait_until="load")
+    page.get_by_role("tab", name="Extraction").click()
+    page.locator("#extract-template input").click()
+    page.get_by_role("option", name="Invoice", exact=True).click()
+    page.locator("#extract-docs input").click()
+    page.get_by_role("option", name=invoice.name).click()
+    page.keyboard.press("Escape")
+    page.locator("#extract-run").click()
+    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=240_000)
+    table = page.locator("#extract-results")
+    page.wait_for_function(
+        "name => document.querySelector('#extract-results').innerText.includes(name)", arg=invoice.name, timeout=10_000
+    )
+    assert "invoice_number" in table.inner_text()
+    review = page.locator("#extract-review")
+    assert review.get_by_text(invoice.name).count() == 1
+    assert review.locator(".q-ok, .q-warn, .q-muted").count() >= 1  # every value says whether its page has it
+    page.screenshot(path=str(artifacts / "extraction.png"), full_page=True)
+    with page.expect_download(timeout=30_000) as download:
+        page.locator("#export-csv").click()
+    text = Path(download.value.path()).read_text(encoding="utf-8")
+    assert text.startswith("\ufeffdocument,")
+    header, row = text.lstrip("\ufeff").splitlines()[:2]
+    assert header.split(",")[:2] == ["document", "invoice_number"] and row.startswith(invoice.name)
+    page.close()

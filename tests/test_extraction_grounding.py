@@ -154,3 +154,17 @@ def test_page_texts_locate_within_some_pages_only() -> None:
     assert texts.locate(1234.5, within=(2, 3, 9)) == (3, "Summe 1234,50")
     assert texts.locate(1234.5, within=(2,)) is None
     assert texts.locate(1234.5) == (1, "Total 1.234,50")
+
+
+INVOICE_PAGE = "Invoice date: 2025-06-30\nSeller: Quartet Labs\nTotal: 1,250.00 EUR\nRef 12/05"
+
+
+@pytest.mark.parametrize("value", [1, 250, 30, 12, 5, 2025, "net 30", "30 days"])
+def test_parts_of_other_numbers_dates_and_codes_do_not_count(value: object) -> None:
+    # seen in the browser: "total: 1" and "payment_terms: net 30" were marked found on this page
+    assert is_grounded(value, INVOICE_PAGE) is False
+
+
+@pytest.mark.parametrize("value", [1250, "1250", "EUR 1,250.00", "1.250,00 €", "2025-06-30"])
+def test_whole_numbers_and_dates_still_count(value: object) -> None:
+    assert is_grounded(value, INVOICE_PAGE) is True

@@ -29,7 +29,9 @@ _TRANSLATE = str.maketrans(
 )
 _RUN = re.compile(r"\d+(?:[.,' ]\d+)*")
 _DIGITS = re.compile(r"\d+")
-_VALUE_NUMBER = re.compile(r"[-+]? ?(?:[a-z]{3}|[$€£¥₹])? ?(\d+(?:[.,' ]\d+)*) ?(?:[a-z]{3}|[$€£¥₹%元])?")
+_CURRENCY = r"(?:eur|usd|gbp|cny|rmb|jpy|chf|cad|aud|hkd|sek|nok|dkk|pln|czk|inr|krw|sgd|twd|[$€£¥₹])"
+_VALUE_NUMBER = re.compile(rf"[-+]? ?{_CURRENCY}? ?(\d+(?:[.,' ]\d+)*) ?(?:{_CURRENCY}|[%元])?")
+_JOINED = re.compile(r"\d[-/]$|^[-/]\d")  # a run that is part of a date or a code (2025-06-30, 12/05)
 _ISO_VALUE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _MONTH_NAMES = [
     ("january", "jan", "januar"),
@@ -196,11 +198,18 @@ def _find_date(day: date, page: _Folded) -> Span | None:
 def _numbers(text: str) -> Iterator[tuple[float, int, int]]:
     """Every reading of every number in folded text: (value, start, end); ambiguous forms give several."""
     for run in _RUN.finditer(text):
+        before, after = text[max(0, run.start() - 2) : run.start()], text[run.end() : run.end() + 2]
+        if _JOINED.search(before) or _JOINED.search(after):
+            continue
         groups = [(m.start() + run.start(), m.end() + run.start()) for m in _DIGITS.finditer(run.group())]
         digits = [text[a:b] for a, b in groups]
         seps = [text[b] for _, b in groups[:-1]]
         for i in range(len(groups)):
+            if i > 0 and seps[i - 1] != " ":  # "1,250.00" holds no 1 and no 250; "12 345" may be two numbers
+                continue
             for j in range(i, min(len(groups), i + _MAX_GROUPS)):
+                if j < len(groups) - 1 and seps[j] != " ":
+                    continue
                 for number in _readings(digits[i : j + 1], seps[i:j]):
                     yield number, groups[i][0], groups[j][1]
 
