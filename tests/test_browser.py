@@ -174,4 +174,15 @@ def test_extract_with_a_template_see_the_table_and_export_csv(
     assert text.startswith("\ufeffdocument,")
     header, row = text.lstrip("\ufeff").splitlines()[:2]
     assert header.split(",")[:2] == ["document", "invoice_number"] and row.startswith(invoice.name)
+    # correct a cell: the review says so and the next export carries the correction
+    cell = table.locator("[data-testid='cell-0-1']")
+    cell.dblclick()
+    editor = cell.locator("input, textarea").first
+    editor.fill("INV-77-CORRECTED")
+    editor.press("Enter")
+    review.get_by_text("corrected").first.wait_for(timeout=15_000)
+    with page.expect_download(timeout=30_000) as download:
+        page.locator("#export-csv").click()
+    corrected = Path(download.value.path()).read_text(encoding="utf-8").lstrip("\ufeff").splitlines()[1]
+    assert corrected.split(",")[:2] == [invoice.name, "INV-77-CORRECTED"]
     page.close()
