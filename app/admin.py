@@ -127,6 +127,8 @@ class AdminService:
         unknown = set(changes) - allowed
         if unknown:
             raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}")
+        if "tensor_split" in changes:
+            changes["tensor_split"] = _split(changes["tensor_split"], len(self.engine.config.cards))
         config = replace(self.engine.config, **changes)
         return self._apply(config, who=who, action=f"engine settings {changes}", entry=None)
 
@@ -262,3 +264,19 @@ def _valid_endpoints(endpoints: list[str]) -> list[str]:
     if duplicates:
         raise EngineError(f"card endpoint {duplicates[0]} is listed twice", kind="request")
     return cards
+
+
+def _split(shares: Any, n_cards: int) -> tuple[float, ...] | None:
+    """A tensor split from the admin ("1, 1, 1, 2" or a list): one share ≥ 0 per card; empty = llama's."""
+    if shares is None or (isinstance(shares, str) and not shares.strip()):
+        return None
+    parts = shares.replace(",", " ").split() if isinstance(shares, str) else list(shares)
+    try:
+        values = tuple(float(part) for part in parts)
+    except (TypeError, ValueError) as err:
+        raise EngineError(f"tensor split {shares!r} is not a list of numbers", kind="request") from err
+    if len(values) != n_cards:
+        raise EngineError(f"tensor split needs one share per card ({n_cards}), not {len(values)}", kind="request")
+    if any(v < 0 for v in values) or sum(values) <= 0:
+        raise EngineError("tensor split shares must be ≥ 0 and not all 0", kind="request")
+    return values

@@ -139,3 +139,24 @@ def test_the_model_moves_to_three_cards_with_progress_per_card_and_back(
     c.predict(cards, token, api_name="/set_cards")
     assert [len(card["layers"]) > 0 for card in c.predict(api_name="/status")["cards"]] == [True] * 4
     still_serving(c)
+
+
+def test_engine_settings_reload_the_model_with_a_new_split_and_context(
+    admin: tuple[Client, str], appliance: Appliance
+) -> None:
+    c, token = admin
+    cards = appliance.cards.settings.cards
+    with pytest.raises(AppError, match="admin session"):
+        c.predict({"n_ctx": 2048}, "", api_name="/engine_settings")
+    with pytest.raises(AppError, match=r"one share per card \(4\), not 2"):
+        c.predict({"tensor_split": "1, 1"}, token, api_name="/engine_settings")
+    with pytest.raises(AppError, match="cannot be changed here: cards"):
+        c.predict({"cards": cards[:1]}, token, api_name="/engine_settings")
+    changed = c.predict({"n_ctx": 2048, "tensor_split": "1, 1, 1, 5"}, token, api_name="/engine_settings")
+    assert changed["n_ctx"] == 2048
+    held = [len(changed["layers"][card]) for card in cards]
+    assert held[3] > max(held[:3]), held  # the last card now holds most layers
+    assert model(c)["n_ctx"] == 2048
+    still_serving(c)
+    back = c.predict({"n_ctx": 4096, "tensor_split": ""}, token, api_name="/engine_settings")
+    assert back["n_ctx"] == 4096

@@ -44,6 +44,9 @@ def build(ctx: AppContext) -> gr.Blocks:
                     n_batch = gr.Number(ctx.engine.config.n_batch, label="batch", precision=0)
                     n_ubatch = gr.Number(ctx.engine.config.n_ubatch, label="micro-batch", precision=0)
                     kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], value=ctx.engine.config.kv_type, label="KV cache")
+                    split = gr.Textbox(", ".join(f"{v:g}" for v in ctx.engine.config.tensor_split or ()),
+                                       label="tensor split (share per card; empty: by free memory)",
+                                       elem_id="tensor-split")
                 apply = gr.Button("Apply and reload", elem_id="apply-settings")
             with gr.Accordion("Cards", open=False):
                 endpoints = gr.Textbox("\n".join(ctx.engine.config.cards), lines=4, elem_id="card-endpoints",
@@ -105,7 +108,7 @@ def build(ctx: AppContext) -> gr.Blocks:
         def on_apply(key: str | None, *values: Any, request: gr.Request) -> Iterator[str]:
             names = ["n_ctx", "n_threads", "n_batch", "n_ubatch"]
             changes: dict[str, Any] = {n: int(v) for n, v in zip(names, values[:4], strict=True)}
-            changes["kv_type"] = values[4]
+            changes["kv_type"], changes["tensor_split"] = values[4], values[5]
             yield from run(lambda: admin.apply_settings(key, changes, who=who(request)))
 
         def listed(text: str) -> list[str]:
@@ -137,6 +140,6 @@ def build(ctx: AppContext) -> gr.Blocks:
         go.click(on_switch, [token, choice, sure], result, api_visibility="private").then(
             refresh, None, [status, table, history], api_visibility="private"
         )
-        apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type], result,
+        apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type, split], result,
                     api_visibility="private").then(refresh, None, [status, table, history], api_visibility="private")
     return page

@@ -99,6 +99,14 @@ def register(ctx: AppContext) -> None:
             raise gr.Error(str(err)) from err
         return {"model": info.name, "cards": [c.endpoint for c in info.cards], "load_s": round(info.load_s, 2)}
 
+    def engine_settings(changes: dict[str, Any], admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """Admin only: change n_ctx, n_threads, n_batch, n_ubatch, kv_type or tensor_split and reload."""
+        try:
+            info = ctx.admin.apply_settings(admin_token, dict(changes), who=_owner(request))
+        except (AdminDenied, EngineError) as err:
+            raise gr.Error(str(err)) from err
+        return {"model": info.name, "n_ctx": info.n_ctx, "layers": {c.endpoint: list(c.layers) for c in info.cards}}
+
     def load_progress() -> list[dict[str, Any]]:
         """While a model loads: per card, memory gained at the card against its share of the weights."""
         return ctx.admin.load_progress()
@@ -170,6 +178,7 @@ def register(ctx: AppContext) -> None:
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(set_cards, api_name="set_cards", concurrency_limit=1)
+    gr.api(engine_settings, api_name="engine_settings", concurrency_limit=1)
     gr.api(ping_cards, api_name="ping_cards", queue=False)
     gr.api(load_progress, api_name="load_progress", queue=False)
     gr.api(history, api_name="history", queue=False)
