@@ -101,3 +101,20 @@ def test_an_upload_over_the_limit_is_refused(guarded: str) -> None:
         assert small.status_code == 200
         big = http.post("/gradio_api/upload", files={"files": ("big.txt", b"x" * (2 * 1024 * 1024))})
         assert big.status_code == 413
+
+
+def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance: Appliance) -> None:
+    from gradio_client.exceptions import AppError
+
+    c = Client(appliance.url, verbose=False)
+    api = c.view_api(print_info=False, return_format="dict")
+    guarded = {
+        name: [p["parameter_name"] for p in info["parameters"]]
+        for name, info in api["named_endpoints"].items()
+        if any(p["parameter_name"] == "admin_token" for p in info["parameters"])
+    }
+    assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
+    samples = {"model_id": "demo", "endpoints": ["127.0.0.1:1"], "changes": {"n_ctx": 2048}, "admin_token": "forged"}
+    for name, params in guarded.items():
+        with pytest.raises(AppError, match="admin session"):
+            c.predict(*(samples[p] for p in params), api_name=name)
