@@ -83,7 +83,8 @@ def build(ctx: AppContext) -> OnLoad:
         [send.click, box.submit], on_send, [box, conversation, system], outputs, api_visibility="private",
         **engine_bound,
     )
-    sent.then(lambda cid: gr.update(choices=_choices(ctx), value=cid), conversation, picker, queue=False)
+    sent.then(lambda cid: gr.update(choices=_choices(ctx), value=cid), conversation, picker, queue=False,
+              api_visibility="private")
     regenerate.click(on_regenerate, conversation, outputs, api_visibility="private", **engine_bound)
     stop.click(on_stop, None, None, queue=False, api_visibility="private")
     picker.input(on_pick, picker, [bubbles, system, conversation, picker], queue=False, api_visibility="private")
