@@ -188,3 +188,21 @@ def test_llama_logs_after_load_reach_a_live_callback(engine: object) -> None:
     assert not llama_cpp.llama_model_load_from_file(b"/nonexistent/quartet.gguf", params)
     logged = "".join(engine_module._CAPTURE.lines[before:])
     assert "quartet.gguf" in logged
+
+
+def test_checking_the_picked_token_gives_the_same_json_as_the_grammar_over_every_token(engine: object) -> None:
+    import json
+
+    schema = {"type": "object", "properties": {"colour": {"type": "string", "maxLength": 12},
+                                               "count": {"type": "integer"}}, "required": ["colour", "count"]}
+    request = ask("Describe one colour and a count as JSON.", max_tokens=64, json_schema=json.dumps(schema))
+    texts = {}
+    for check in (True, False):
+        engine.check_picked_token = check  # type: ignore[attr-defined]
+        texts[check], done = run(engine, request)
+        assert done.stats.finish_reason == "stop"
+    engine.check_picked_token = True  # type: ignore[attr-defined]
+    assert texts[True] == texts[False]  # temperature 0: the same tokens, picked the cheap way
+    json.loads(texts[True])
+    refused = engine.last_refused  # type: ignore[attr-defined]
+    assert refused > 0, "the free pick was never refused: the grammar check was not exercised"

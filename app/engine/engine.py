@@ -29,7 +29,7 @@ from app.engine.events import (
     Stats,
     Token,
 )
-from app.engine.grammar import grammar_for
+from app.engine.grammar import GrammarFirstChecked, grammar_for
 from app.engine.stops import StopScanner
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,8 @@ class Engine:
         self._llm: llama_cpp.Llama | None = None
         self._formatter: llama_chat_format.Jinja2ChatFormatter | None = None
         self.info: ModelInfo | None = None
+        self.check_picked_token = True  # constrained answers: check the picked token, not the vocabulary
+        self.last_refused = 0  # tokens the grammar refused in the last constrained answer
 
     def load(self) -> ModelInfo:
         cfg = self.config
@@ -198,15 +200,23 @@ class Engine:
             )
         budget = min(request.max_tokens, self.config.max_tokens_limit, room)
         cached = self._reuse_prefix(llm, tokens)
-        llm._sampler = llm._init_sampler(
-            temp=request.temperature, top_p=request.top_p, grammar=grammar_for(request.json_schema, llm._model.vocab)
-        )
         if request.seed is not None:
-            llm.set_seed(request.seed)
+            llm.set_seed(request.seed)  # before the samplers are made: their random source takes it
+        grammar = grammar_for(request.json_schema, llm._model.vocab)
+        checked = None
+        if grammar is not None and self.check_picked_token:
+            checked = GrammarFirstChecked(llm, grammar, temperature=request.temperature, top_p=request.top_p)
+            sample: Callable[[], int] = lambda: checked.sample(llm._ctx.ctx)  # noqa: E731
+        else:
+            llm._sampler = llm._init_sampler(temp=request.temperature, top_p=request.top_p, grammar=grammar)
+            sample = llm.sample
         try:
-            yield from self._run(llm, tokens[cached:], budget, stops, cancelled, started, len(tokens), cached)
+            yield from self._run(llm, sample, tokens[cached:], budget, stops, cancelled, started, len(tokens), cached)
         finally:
             llm._sampler = None
+            if checked is not None:
+                self.last_refused = checked.refused
+                checked.close()
 
     @staticmethod
     def _reuse_prefix(llm: llama_cpp.Llama, tokens: list[int]) -> int:
@@ -226,6 +236,7 @@ class Engine:
     def _run(
         self,
         llm: llama_cpp.Llama,
+        sample: Callable[[], int],
         pending: list[int],
         budget: int,
         stops: list[str],
@@ -248,7 +259,7 @@ class Engine:
             if cancelled():
                 reason = "cancelled"
                 break
-            token = llm.sample()
+            token = sample()
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 reason = "stop"
                 break
