@@ -229,10 +229,12 @@ class KnowledgeStore:
             return [row[0] for row in rows.fetchall()]
 
     def ensure_vectors(self) -> VectorIndex:
-        """The vector index, loaded from the database on first use."""
-        with self._lock:
-            if not self.vectors.loaded:
-                self.vectors.load(self._blocks())
+        """The vector index, loaded from the database on first use. Once loaded, without the database
+        lock: a search's full-text side holds it while its query runs, and the vector side runs beside."""
+        if not self.vectors.loaded:
+            with self._lock:
+                if not self.vectors.loaded:
+                    self.vectors.load(self._blocks())
         return self.vectors
 
     def trigram_counts(self, grams: Sequence[str]) -> dict[str, int]:
