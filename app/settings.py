@@ -90,6 +90,9 @@ class Settings(BaseSettings):
         95.0, description="Card temperature (°C) at which new answers wait until every card cools below the warning."
     )
     card_threads: int = Field(1, ge=1, description="CPU threads of each local card agent.")
+    last_card_threads: int = Field(
+        2, ge=1, description="CPU threads of the last local card agent, which also computes the output layer."
+    )
     card_cache_dir: Path = Field(
         CACHE_DIR / "rpc-cache", description="Tensor cache of local card agents (fast model reloads)."
     )

@@ -1,6 +1,6 @@
 """Engine: the model in-process on one device vs through four loopback cards, side by side.
 
-    .venv/bin/python bench/engine.py [--reps 5] [--max-tokens 128] [--card-threads 1]
+    .venv/bin/python bench/engine.py [--reps 5] [--max-tokens 128] [--card-threads 1/1/1/2]
 
 Starts its own four card agents, then two worker subprocesses that each load the model once
 (ggml device registration is per process and cannot be undone):
@@ -147,7 +147,8 @@ def start_cards(args: argparse.Namespace, env: dict[str, str]) -> list[subproces
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "launcher.card_agent", "--card", str(i), "--listen", f"127.0.0.1:{port}",
-             "--threads", str(args.card_threads), "--cache-dir", args.cache_dir, "--health-port", str(hport),
+             "--threads", str(_threads(args.card_threads, i)), "--cache-dir", args.cache_dir,
+             "--health-port", str(hport),
              "--die-with-parent"],
             cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
         )
@@ -165,6 +166,11 @@ def start_cards(args: argparse.Namespace, env: dict[str, str]) -> list[subproces
                     raise RuntimeError(f"card agent with health port {hport} did not come up") from None
                 time.sleep(0.2)
     return procs
+
+
+def _threads(card_threads: int | list[int], index: int) -> int:
+    """One count for every card, or one per card."""
+    return card_threads[index] if isinstance(card_threads, list) else card_threads
 
 
 def stop_procs(procs: list[subprocess.Popen[Any]]) -> None:
@@ -186,10 +192,12 @@ def main() -> int:
     for flag, default, text in (
         ("--reps", 5, "measured runs per side (after one warm-up each)"), ("--max-tokens", 128, "tokens per answer"),
         ("--n-ctx", 4096, "context size"), ("--n-batch", 512, "n_batch"), ("--n-ubatch", 512, "n_ubatch"),
-        ("--threads", 2, "n_threads of (a), the in-process model"), ("--card-threads", 1, "threads per card agent"),
+        ("--threads", 2, "n_threads of (a), the in-process model"),
         ("--host-threads", None, "n_threads of (b)'s host process (default: --threads)"),
     ):
         p.add_argument(flag, type=int, default=default, help=text)
+    p.add_argument("--card-threads", type=lambda t: [int(x) for x in t.split("/")] if "/" in t else int(t),
+                   default=[1, 1, 1, 2], help="threads per card agent: N, or a/b/c/d (default 1/1/1/2, as the app)")
     p.add_argument("--tensor-split", type=float, nargs=4, default=None, help="share of layers per card")
     p.add_argument("--ports", type=int, nargs=4, default=[50152, 50153, 50154, 50155])
     p.add_argument("--health-ports", type=int, nargs=4, default=[51152, 51153, 51154, 51155])

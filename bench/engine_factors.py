@@ -4,9 +4,10 @@
         --variant "a1 inproc threads=1" --variant "a2 inproc threads=2" \\
         --variant "b1 cards card_threads=1" --variant "b2 cards card_threads=2 card_env=GOMP_SPINCOUNT=10000"
 
-A variant is `NAME inproc|cards key=value...`; keys: threads, card_threads, n_batch, n_ubatch, n_ctx,
-tensor_split=a/b/c/d, host_env=K=V, card_env=K=V (repeatable), llama.ARG=int (an extra llama_cpp.Llama
-keyword, e.g. llama.flash_attn=1), n_cards=N (split over the first N cards only), no_repack=1 (load
+A variant is `NAME inproc|cards key=value...`; keys: threads, n_batch, n_ubatch, n_ctx,
+card_threads=N or a/b/c/d (one count per card), tensor_split=a/b/c/d, host_env=K=V, card_env=K=V
+(repeatable), llama.ARG=int (an extra llama_cpp.Llama keyword, e.g. llama.flash_attn=1), n_cards=N
+(split over the first N cards only), no_repack=1 (load
 without llama.cpp's CPU weight repacking, as the cards hold the weights), backend_greedy=1 (greedy
 sampling attached to the context with llama_set_sampler: computed in the graph on the last device).
 A card variant restarts its worker (an RPC server serves one client at a time) and, when it needs
@@ -34,7 +35,7 @@ class Variant:
     name: str
     cards: bool
     spec: dict[str, Any]
-    card_threads: int = 1
+    card_threads: int | list[int] = 1  # one count for every card, or one per card (1/1/1/2)
     n_cards: int = 4
     card_env: dict[str, str] = field(default_factory=dict)
     host_env: dict[str, str] = field(default_factory=dict)
@@ -42,7 +43,7 @@ class Variant:
 
     @property
     def card_key(self) -> tuple[Any, ...]:
-        return (self.card_threads, tuple(sorted(self.card_env.items())))
+        return (str(self.card_threads), tuple(sorted(self.card_env.items())))
 
 
 def factor_worker(spec: dict[str, Any]) -> int:
@@ -90,7 +91,7 @@ def parse_variant(text: str, base: dict[str, Any]) -> Variant:
             k, _, val = value.partition("=")
             getattr(v, key)[k] = val
         elif key == "card_threads":
-            v.card_threads = int(value)
+            v.card_threads = [int(x) for x in value.split("/")] if "/" in value else int(value)
         elif key.startswith("llama."):
             v.spec.setdefault("llama_kwargs", {})[key[6:]] = int(value)
         elif key == "n_cards":
