@@ -193,7 +193,7 @@ def _review(run: Run, results: list[Result]) -> str:
             page = f"p. {info['page']}" if info and info.get("page") else ""
             snippet = html.escape((info or {}).get("snippet") or "")
             items.append(f"<li><b>{html.escape(name)}</b>: {html.escape(_cell(value))} <i>{page}</i> {badge}"
-                         f"{f'<div class=q-snippet>…{snippet}…</div>' if snippet else ''}</li>")
+                         f"{f'<div class=q-snippet>{snippet}</div>' if snippet else ''}</li>")
         error = f"<div class='q-warn'>⚠ {html.escape(result.error)}</div>" if result.error else ""
         parts.append(f"<details class='q-review' open><summary>{html.escape(result.document_name)}</summary>"
                      f"{error}<ul>{''.join(items)}</ul></details>")
