@@ -142,3 +142,28 @@ def test_embeddings_come_from_the_knowledge_bases_embedder(api: openai.OpenAI) -
     assert reply.usage.prompt_tokens > 0
     single = api.embeddings.create(model="all-minilm-l6-v2", input="four cards").data[0].embedding
     assert max(abs(a - b) for a, b in zip(single, vectors[0], strict=True)) < 1e-4
+
+
+def test_a_card_that_is_down_gives_500_card_down_naming_it(api: openai.OpenAI, appliance: Appliance) -> None:
+    import time
+
+    from tests.harness import get_json, wait_until
+
+    cards = appliance.cards
+    victim, endpoint = 3, appliance.cards.settings.cards[3]
+    cards.kill(victim)
+    try:
+        wait_until(lambda: get_json(appliance.url + "/health")["engine"] != "ready", timeout=10, every=0.1)
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError) as failure:
+            api.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
+        assert time.monotonic() - started < 5
+        body = failure.value.body
+        assert isinstance(body, dict) and body["code"] == "card_down", body
+        assert f"card {victim} ({endpoint})" in body["message"]
+    finally:
+        cards.start(victim)
+        cards.wait_healthy(victim)
+        wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
+    reply = api.chat.completions.create(model="any", messages=[{"role": "user", "content": "Back?"}], max_tokens=8)
+    assert reply.choices[0].message.content
