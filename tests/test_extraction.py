@@ -167,3 +167,32 @@ def test_the_grammar_bounds_free_text_and_lists_but_keeps_the_schema() -> None:
     jsonschema.validate(record, schema)  # whatever the grammar allows, the template accepts
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"invoice_number": "x" * 201}, tight)
+
+
+def test_a_batch_over_a_kb_folder_gives_one_valid_row_per_document(client: Client, appliance: Appliance) -> None:
+    folder = appliance.data_dir.parent / "kb" / "batch-invoices"
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ["a-invoice.txt", "b-invoice.txt"]
+    for i, name in enumerate(names):
+        (folder / name).write_text(INVOICE.replace("INV-2024-0117", f"INV-2024-01{20 + i}"), encoding="utf-8")
+    wait_until(lambda: sum(d["name"] in names and d["status"] == "ok" for d in client.predict(api_name="/documents"))
+               == 2, timeout=120, every=0.5)
+    with pytest.raises(AppError, match="at least one indexed document"):
+        client.predict([], "no-such-folder", "invoice", api_name="/extraction_run")
+    run_id = client.predict([], "batch-invoices", "invoice", api_name="/extraction_run")
+    seen_progress = []
+
+    def finished() -> dict[str, Any] | None:
+        state: dict[str, Any] = client.predict(run_id, api_name="/extraction_results")
+        seen_progress.append(state["documents_done"])
+        return state if state["status"] in ("done", "error") else None
+
+    state = wait_until(finished, timeout=300, every=1.0)
+    assert state["status"] == "done" and state["documents_total"] == 2
+    assert [r["document"] for r in state["results"]] == names
+    for result in state["results"]:
+        assert result["error"] is None
+        jsonschema.validate(result["record"], TEMPLATES["invoice"].schema)
+    lines = state["csv"].lstrip("\ufeff").splitlines()
+    assert len(lines) == 3 and lines[0].startswith("document,invoice_number")
+    assert seen_progress == sorted(seen_progress)  # progress only moves forward

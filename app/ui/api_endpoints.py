@@ -162,6 +162,29 @@ def register(ctx: AppContext) -> None:
         except (SchemaProblem, ValueError, ExtractionFailed) as err:
             raise gr.Error(str(err)) from err
 
+    def extraction_run(documents: list[str], folder: str = "", template: str = "", schema: str = "") -> int:
+        """Start a batch in the background: a template (or schema) over documents (ids or file names)
+        and/or every document of a kb/ folder. Returns the run id for `extraction_results`."""
+        try:
+            ids = [ctx.extraction.find_document(d).id for d in documents or []]
+            name, checked = ctx.extraction.schema_for(template, schema or None)
+            return ctx.extraction.start_run(ctx.extraction.documents_for(ids, folder or None), template=name,
+                                            schema=checked)
+        except (SchemaProblem, ValueError) as err:
+            raise gr.Error(str(err)) from err
+
+    def extraction_results(run_id: int) -> dict[str, Any]:
+        """A batch's state and its results so far (corrections applied), with the CSV export."""
+        run = ctx.extraction.store.run(run_id)
+        if run is None:
+            raise gr.Error(f"there is no extraction run {run_id}")
+        results = ctx.extraction.store.results(run_id)
+        return {"status": run.status, "error": run.error, "documents_done": run.documents_done,
+                "documents_total": run.documents_total, "now": ctx.extraction.live(run_id),
+                "results": [{"document": r.document_name, "record": r.final, "fields": r.fields,
+                             "unverified": r.unverified, "error": r.error} for r in results],
+                "csv": ctx.extraction.store.export_csv(run_id) if results else ""}
+
     def unlock(document_id: int, password: str) -> str:
         """Index an encrypted PDF with its password (kept in memory for that indexing only)."""
         try:
@@ -175,6 +198,8 @@ def register(ctx: AppContext) -> None:
     gr.api(ask, api_name="ask", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(extract, api_name="extract", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
+    gr.api(extraction_run, api_name="extraction_run", queue=False)
+    gr.api(extraction_results, api_name="extraction_results", queue=False)
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(set_cards, api_name="set_cards", concurrency_limit=1)
