@@ -18,6 +18,7 @@ from app.engine import catalog
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
+from app.engine.gguf_header import HeaderError
 from app.engine.service import EngineService
 from app.settings import Settings
 from app.telemetry.monitor import read_health
@@ -45,6 +46,7 @@ class AdminService:
         self._sessions: dict[str, float] = {}
         self._sessions_lock = threading.Lock()
         self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
+        self._expected: tuple[Any, list[int]] = (None, [])  # (model, cards, split) → weights per card
         with self._lock:
             migrate(self._db, "admin", MIGRATIONS)
 
@@ -192,28 +194,32 @@ class AdminService:
 
     def load_progress(self) -> list[dict[str, Any]]:
         """While a model loads: per card, the memory its agent gained since the lowest point of this load
-        (after the old model left) against its share of the weights. Measured at the cards, not guessed."""
+        (after the old model left) against the weights llama's layer split sends it (from the GGUF's
+        tensor table). The progress is measured at the cards, not guessed from time."""
         if self.engine.status()["state"] != "loading":
             return []
         config = self.engine.config
-        try:
-            size = config.model_path.stat().st_size
-        except OSError:
-            return []
-        shares = list(config.tensor_split or [1.0] * len(config.cards))
+        key = (str(config.model_path), len(config.cards), config.tensor_split)
+        if self._expected[0] != key:
+            try:
+                self._expected = (key, catalog.weights_per_card(config.model_path, len(config.cards),
+                                                                 config.tensor_split))
+            except (OSError, HeaderError):
+                return []
         rows = []
-        for index, (endpoint, share) in enumerate(zip(config.cards, shares, strict=False)):
+        for index, (endpoint, expected) in enumerate(zip(config.cards, self._expected[1], strict=True)):
             used = self._memory_used(endpoint)
-            if used is None:
+            if used is None or not expected:
                 rows.append({"card": index, "endpoint": endpoint, "pct": None})
                 continue
             low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
-            gained, expected = used - low, size * share / sum(shares)
+            gained = used - low
             rows.append({"card": index, "endpoint": endpoint, "loaded_gib": round(gained / 2**30, 2),
                          "expected_gib": round(expected / 2**30, 2), "pct": min(100, round(100 * gained / expected))})
         return rows
 
     def _memory_used(self, endpoint: str) -> int | None:
+        # read now, not from the card monitor: its once-a-second samples miss most of a short load
         try:
             return int(read_health(self.settings.health_url(endpoint), 0.5)["mem_used_bytes"])
         except Exception:  # no reading from this card now

@@ -136,6 +136,10 @@ def test_the_model_moves_to_three_cards_with_progress_per_card_and_back(
     assert seen and all(len(rows) == 3 for rows in seen)
     best = {row["card"]: max(rows[row["card"]]["pct"] or 0 for rows in seen) for row in seen[0]}
     assert all(0 < pct <= 100 for pct in best.values()), best
+    # what each card is expected to receive is what llama placed there (the last card: the output matrix)
+    placed = [card["layer_bytes"] / 2**30 for card in status["cards"]]
+    expected = [row["expected_gib"] for row in seen[-1]]
+    assert expected == pytest.approx(placed, abs=0.01), (expected, placed)
     c.predict(cards, token, api_name="/set_cards")
     assert [len(card["layers"]) > 0 for card in c.predict(api_name="/status")["cards"]] == [True] * 4
     still_serving(c)

@@ -99,6 +99,7 @@ def test_an_invoice_gives_a_valid_record_with_pages(client: Client, appliance: A
     result = client.predict("invoice-nordlicht.txt", "invoice", api_name="/extract")
     check_record(result, "invoice", page_texts(appliance, "invoice-nordlicht.txt"))
     assert result["record"], "the model found nothing at all in a plain invoice"
+    assert any(f["verified"] is True for f in result["fields"].values()), "no value was found on its page"
 
 
 def test_a_chinese_invoice_works_the_same(client: Client, appliance: Appliance) -> None:

@@ -120,3 +120,28 @@ def check_fit(need: list[int], free: list[int | None], cards: list[str]) -> None
     ]
     if short:
         raise EngineError("the model does not fit: " + "; ".join(short), kind="request")
+
+
+def weights_per_card(path: Path, n_cards: int, split: tuple[float, ...] | None = None) -> list[int]:
+    """Bytes of weights each card receives, as llama.cpp's layer split places them: the repeating
+    layers by cumulative share (n_layers + 1 units, the last one being the output layer), and the
+    output matrix (or, tied, a copy of the token embeddings) on the last card."""
+    header = read_header(path)
+    shares = list(split or [1.0] * n_cards)
+    bounds = [sum(shares[: k + 1]) / sum(shares) for k in range(n_cards)]
+    layers: dict[int, int] = {}
+    output = embeddings = 0
+    for name, _, _, size in header.tensors:
+        if name.startswith("blk."):
+            layer = int(name.split(".")[1])
+            layers[layer] = layers.get(layer, 0) + (size or 0)
+        elif name.startswith("output."):
+            output += size or 0
+        elif name == "token_embd.weight":
+            embeddings = size or 0
+    units = len(layers) + 1
+    per_card = [0] * n_cards
+    for layer, size in layers.items():
+        per_card[next(k for k, bound in enumerate(bounds) if layer / units < bound)] += size
+    per_card[-1] += output if output > 1_000_000 else output + embeddings  # no output matrix: tied
+    return per_card

@@ -21,6 +21,7 @@ import jsonschema
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
 from app.engine.service import EngineService
 from app.extraction.merge import FieldValue, PartResult, merge, record_of
+from app.extraction.schemas import field_types
 from app.knowledge.service import KnowledgeService
 
 _TEXT_CHARS, _ITEM_CHARS, _ITEMS = 200, 80, 10  # bounds the grammar puts on free text (see `bounded`)
@@ -259,14 +260,11 @@ def bounded(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _describe(schema: dict[str, Any]) -> str:
+    """The fields for the prompt: name, type in the field table's words, allowed values, description."""
     lines = []
-    for name, prop in schema.get("properties", {}).items():
-        kind = prop.get("type", "string")
-        if kind == "array":
-            kind = f"list of {prop.get('items', {}).get('type', 'string')}"
-        if prop.get("format") == "date":
-            kind = "date YYYY-MM-DD"
-        if "enum" in prop:
-            kind += " (one of " + ", ".join(map(str, prop["enum"])) + ")"
+    for name, kind in field_types(schema).items():
+        prop = schema["properties"][name]
+        kind += " YYYY-MM-DD" if kind == "date" else ""
+        kind += f" (one of {', '.join(map(str, prop['enum']))})" if "enum" in prop else ""
         lines.append(f"- {name} ({kind}): {prop.get('description', '')}".rstrip(": "))
     return "\n".join(lines)

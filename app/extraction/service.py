@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.extraction.extractor import Extraction, ExtractionFailed, Extractor, Limits, Step
+from app.extraction.cells import cell_text, cell_value
+from app.extraction.extractor import Extraction, ExtractionFailed, Extractor
 from app.extraction.schemas import SchemaProblem, Template, check_schema, load_templates
 from app.extraction.store import ExtractionStore
 from app.knowledge.service import KnowledgeService
@@ -85,16 +86,23 @@ class ExtractionService:
 
     # -- running ---------------------------------------------------------------------------
 
-    def extract(
-        self,
-        document_id: int,
-        schema: dict[str, Any],
-        *,
-        cancelled: Callable[[], bool] = lambda: False,
-        limits: Limits | None = None,
-    ) -> Generator[Step, None, Extraction]:
-        """One document, now (the caller follows the steps)."""
-        return (yield from self.extractor.run(document_id, schema, cancelled=cancelled, limits=limits))
+    def correct_cells(self, run_id: int, rows: Sequence[dict[str, str]]) -> int:
+        """A reviewed table (the cells' text, one dict per result, in order): every cell whose text differs
+        from what was shown becomes a correction. Returns how many; ValueError names the cell."""
+        run = self.store.run(run_id)
+        if run is None:
+            raise LookupError(f"no extraction run {run_id}")
+        changed = 0
+        for result, row in zip(self.store.results(run_id), rows, strict=False):
+            for name, spec in run.schema["properties"].items():
+                if name not in row or row[name] == cell_text(result.final.get(name)):
+                    continue
+                try:
+                    self.store.correct(result.id, name, cell_value(row[name], spec))
+                except ValueError as err:
+                    raise ValueError(f"{result.document_name}, {name}: {err}") from err
+                changed += 1
+        return changed
 
     def start_run(self, documents: Sequence[DocumentInfo], *, template: str, schema: dict[str, Any]) -> int:
         title = f"{template}: {len(documents)} document{'s' if len(documents) != 1 else ''}"

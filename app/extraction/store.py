@@ -20,6 +20,7 @@ from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator
 
 from app.database import Locked, Migration, migrate, now
+from app.extraction.cells import cell_text
 from app.extraction.merge import FieldValue, provenance, record_of
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -302,13 +303,5 @@ def _cell(value: Any) -> str | int | float:
     """A CSV cell: numbers as numbers, lists joined with "; ", text that Excel would run defused."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return value
-    text = "; ".join(_plain(v) for v in value) if isinstance(value, list) else _plain(value)
+    text = cell_text(value)
     return "'" + text if text.startswith(_FORMULA_STARTS) else text
-
-
-def _plain(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)

@@ -151,7 +151,7 @@ def register(ctx: AppContext) -> None:
             _, checked = ctx.extraction.schema_for(template, schema or None)
             limits = ctx.extraction.extractor.limits
             lower = Limits(max_tokens or limits.max_tokens, timeout_s or limits.timeout_s)
-            steps = ctx.extraction.extract(doc.id, checked, limits=lower)
+            steps = ctx.extraction.extractor.run(doc.id, checked, limits=lower)
             while True:
                 step = next(steps)
                 yield {"progress": step.text, "waiting": step.waiting}

@@ -13,6 +13,7 @@ import gradio as gr
 import pandas as pd
 
 from app.context import AppContext
+from app.extraction.cells import cell_text
 from app.extraction.schemas import SchemaProblem, field_rows, schema_from_fields
 from app.extraction.store import Result, Run
 
@@ -77,27 +78,18 @@ def build(ctx: AppContext) -> gr.Timer:
         line = _progress(run, ex.live(run.id))
         if now == before:
             return line, gr.update(), gr.update(), gr.update(), gr.update(), before
-        files = _exports(ctx, run) if results else (None, None)
-        return (line, _table(run, results), _review(run, results),
-                gr.update(value=files[0], interactive=bool(results)),
-                gr.update(value=files[1], interactive=bool(results)), now)
+        ready = bool(results) and run.status not in ("queued", "running")  # export once, when it is over
+        files = _exports(ctx, run) if ready else (None, None)
+        return (line, _table(run, results), _review(run, results), gr.update(value=files[0], interactive=ready),
+                gr.update(value=files[1], interactive=ready), now)
 
-    def on_edit(run_id: int | None, edited: pd.DataFrame) -> Any:
-        run = ex.store.run(run_id) if run_id else None
-        if run is None:
-            return gr.update()
-        for result, (_, row) in zip(ex.store.results(run.id), edited.iterrows(), strict=False):
-            for name, spec in run.schema["properties"].items():
-                if name not in row:
-                    continue
-                typed, shown_now = _typed(str(row[name]), spec), _cell(result.final.get(name))
-                if str(row[name]) == shown_now:
-                    continue
-                try:
-                    ex.store.correct(result.id, name, typed)
-                except ValueError as err:
-                    raise gr.Error(f"{result.document_name}, {name}: {err}") from err
-        return None  # the next tick redraws with the corrections
+    def on_edit(run_id: int | None, edited: pd.DataFrame) -> None:
+        if run_id:
+            try:
+                ex.correct_cells(run_id, edited.fillna("").astype(str).to_dict("records"))
+            except ValueError as err:
+                raise gr.Error(str(err)) from err
+        # the next tick redraws with the corrections
 
     def on_from_template(name: str) -> Any:
         found = ex.templates().get(name)
@@ -135,39 +127,9 @@ def _progress(run: Run, live: str) -> str:
     return line + (f"  \n_{live}_" if live and run.status in ("queued", "running") else "")
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return "; ".join(_cell(v) for v in value)
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
-
-
-def _typed(text: str, spec: dict[str, Any]) -> Any:
-    """A cell's text as the field's JSON type (the store checks it against the schema)."""
-    text = text.strip()
-    if not text or text == "nan":
-        return None
-    kind = spec.get("type")
-    if kind == "array":
-        return [_typed(part, spec.get("items", {})) for part in text.split(";") if part.strip()]
-    try:
-        if kind == "integer":
-            return int(text.replace(",", ""))
-        if kind == "number":
-            return float(text.replace(",", ""))
-    except ValueError:
-        return text  # the store's check says what is wrong with it
-    if kind == "boolean":
-        return text.lower() in ("yes", "true", "y", "1", "是")
-    return text
-
-
 def _table(run: Run, results: list[Result]) -> pd.DataFrame:
     names = list(run.schema["properties"])
-    rows = [[r.document_name, *(_cell(r.final.get(n)) for n in names)] for r in results]
+    rows = [[r.document_name, *(cell_text(r.final.get(n)) for n in names)] for r in results]
     return pd.DataFrame(rows, columns=["document", *names])
 
 
@@ -182,7 +144,7 @@ def _review(run: Run, results: list[Result]) -> str:
             if name in result.corrected:
                 badge = "<span class='q-ok'>corrected</span>"
             elif info and info.get("conflict"):
-                others = "; ".join(f"{_cell(c['value'])} (p. {c['page']})" for c in info.get("conflicts", []))
+                others = "; ".join(f"{cell_text(c['value'])} (p. {c['page']})" for c in info.get("conflicts", []))
                 badge = f"<span class='q-warn'>conflict: {html.escape(others)}</span>"
             elif info and info.get("verified") is False:
                 badge = "<span class='q-warn'>unverified: not found on its page</span>"
@@ -192,7 +154,7 @@ def _review(run: Run, results: list[Result]) -> str:
                 badge = "<span class='q-ok'>found on the page</span>"
             page = f"p. {info['page']}" if info and info.get("page") else ""
             snippet = html.escape((info or {}).get("snippet") or "")
-            items.append(f"<li><b>{html.escape(name)}</b>: {html.escape(_cell(value))} <i>{page}</i> {badge}"
+            items.append(f"<li><b>{html.escape(name)}</b>: {html.escape(cell_text(value))} <i>{page}</i> {badge}"
                          f"{f'<div class=q-snippet>{snippet}</div>' if snippet else ''}</li>")
         error = f"<div class='q-warn'>⚠ {html.escape(result.error)}</div>" if result.error else ""
         parts.append(f"<details class='q-review' open><summary>{html.escape(result.document_name)}</summary>"
