@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from launcher.cluster import CardProcesses
-from tests.harness import ARTIFACTS, Appliance, card_settings, models_folder, rk_board
+from tests.harness import ARTIFACTS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-APPLIANCE_CARDS_PORT = 30252  # four cards for the shared appliance
-ENGINE_CARDS_PORT = 30262  # two cards for in-process engine tests (a card serves one host at a time)
+APPLIANCE_CARDS_PORT = 30252 + PORT_OFFSET  # four cards for the shared appliance
+ENGINE_CARDS_PORT = 30262 + PORT_OFFSET  # two cards for in-process engine tests (a card serves one host at a time)
 
 
 @pytest.fixture(scope="session")

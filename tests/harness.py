@@ -27,6 +27,9 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 API_KEY = "sk-quartet-test"
 ADMIN_PASSWORD = "admin-test-password"
 CORPUS = ROOT.parent / "shared" / "corpus"
+# Card ports are fixed (health = RPC + 1000); QUARTET_TEST_PORT_OFFSET moves them all, so that two
+# checkouts can run their suites side by side on one machine.
+PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0"))
 
 
 def free_port() -> int:

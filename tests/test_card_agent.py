@@ -12,7 +12,7 @@ import pytest
 
 from launcher.card_agent import AddressRefused, check_address
 from launcher.cluster import CardProcesses
-from tests.harness import card_settings, get_json, rk_board
+from tests.harness import PORT_OFFSET, card_settings, get_json, rk_board
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
@@ -43,11 +43,11 @@ def test_the_agent_exits_instead_of_binding_the_lan() -> None:
 
 def test_health_reads_the_boards_sensors_and_sigterm_stops_it(tmp_path: Path) -> None:
     board = rk_board(tmp_path / "board", zones={"npu-thermal": 55500}, npu_load="NPU load:  Core0: 30%, Core1: 10%,\n")
-    cards = CardProcesses(card_settings(30290, 1, tmp_path / "cache", sysfs_root=board))
+    cards = CardProcesses(card_settings(30290 + PORT_OFFSET, 1, tmp_path / "cache", sysfs_root=board))
     cards.start_all()
     try:
         health = get_json(cards.settings.health_url(cards.settings.cards[0]))
-        assert health["card"] == 0 and health["rpc_endpoint"] == "127.0.0.1:30290"
+        assert health["card"] == 0 and health["rpc_endpoint"] == f"127.0.0.1:{30290 + PORT_OFFSET}"
         assert health["temperature_c"] == 55.5
         assert (health["load_pct"], health["load_source"]) == (20.0, "npu")
         assert 0 < health["mem_used_bytes"] < health["mem_total_bytes"]

@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.harness import free_port, get_json, wait_until
+from tests.harness import PORT_OFFSET, free_port, get_json, wait_until
 
 
 def descendants(pid: int) -> set[int]:
@@ -66,7 +66,7 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         **os.environ,
         "QUARTET_PORT": str(port),
         "QUARTET_DATA_DIR": str(tmp_path / "var"),
-        "QUARTET_CARDS": json.dumps([f"127.0.0.1:{p}" for p in range(30272, 30276)]),
+        "QUARTET_CARDS": json.dumps([f"127.0.0.1:{p}" for p in range(30272 + PORT_OFFSET, 30276 + PORT_OFFSET)]),
         "QUARTET_CARD_CACHE_DIR": str(tmp_path / "cache"),
     }
     launcher = subprocess.Popen(
