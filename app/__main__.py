@@ -112,6 +112,10 @@ def main() -> int:
 
         die_with_parent(signal.SIGTERM)
     settings = Settings()
+    refusal = settings.open_lan_problem()
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return 2
     ctx = build_context(settings)
     ctx.cards.start()
     ctx.engine.start()

@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlite_utils
 
-from app.auth import verify_password
+from app.auth import LoginThrottle, verify_password
 from app.database import Locked, Migration, migrate, now
 from app.engine import catalog
 from app.engine.cards import probe_card
@@ -45,6 +45,7 @@ class AdminService:
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
         self._sessions: dict[str, float] = {}
         self._sessions_lock = threading.Lock()
+        self._throttle = LoginThrottle()
         self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
         self._expected: tuple[Any, list[int]] = (None, [])  # (model, cards, split) → weights per card
         with self._lock:
@@ -52,14 +53,22 @@ class AdminService:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def login(self, password: str, *, who: str) -> str:
+    def login(self, password: str, *, who: str, client: str) -> str:
+        """An admin session token for the right password. `client` is the caller's address: after wrong
+        passwords it waits longer and longer before its next try is even checked; `who` goes to the log."""
         stored = self.settings.admin_password_hash
         if not stored:
             self.record(who, "login", "refused: no admin password is configured", ok=False)
             raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
+        wait_s = self._throttle.wait_s(client)
+        if wait_s > 0:
+            self.record(who, "login", f"refused: throttled for {wait_s:.0f} s after wrong passwords", ok=False)
+            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
         if not verify_password(password, stored):
-            self.record(who, "login", "refused: wrong password", ok=False)
-            raise AdminDenied("wrong admin password")
+            delay = self._throttle.failed(client)
+            self.record(who, "login", f"refused: wrong password (next try in {delay:.0f} s)", ok=False)
+            raise AdminDenied("wrong admin password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
+        self._throttle.succeeded(client)
         token = secrets.token_urlsafe(24)
         with self._sessions_lock:
             self._sessions[token] = time.monotonic() + _SESSION_S
@@ -78,8 +87,9 @@ class AdminService:
         path = self.settings.catalog_path
         return catalog.load_catalog(path if path.is_absolute() else APP_ROOT / path, self.settings.models_dir)
 
-    def catalog_view(self) -> list[dict[str, Any]]:
-        """Each entry with what its GGUF header says and whether it fits the cards now."""
+    def catalog_view(self, token: str | None) -> list[dict[str, Any]]:
+        """Admin only: each entry with what its GGUF header says and whether it fits the cards now."""
+        self.check(token)
         loaded = (self.engine.status().get("model") or {}).get("gguf_file")
         rows = []
         for entry in self.entries():
@@ -253,7 +263,9 @@ class AdminService:
             self._db.table("admin_log").insert({"at": now(), "who": who, "action": action, "detail": detail,
                                                 "ok": int(ok)})
 
-    def log(self, limit: int = 50) -> list[dict[str, Any]]:
+    def log(self, token: str | None, limit: int = 50) -> list[dict[str, Any]]:
+        """Admin only: the latest entries of the admin log, newest first."""
+        self.check(token)
         with self._lock:
             return list(self._db.table("admin_log").rows_where(order_by="id desc", limit=limit))
 

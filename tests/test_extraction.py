@@ -15,7 +15,7 @@ from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import is_grounded
 from app.extraction.schemas import load_templates
-from tests.harness import CORPUS, Appliance, wait_until
+from tests.harness import API_KEY, CORPUS, Appliance, wait_until
 
 TEMPLATES = load_templates(Path(__file__).resolve().parent.parent / "assets" / "schemas")
 REAL_PDF = CORPUS / "pdf" / "pdflatex-4-pages.pdf"
@@ -47,7 +47,8 @@ INVOICE_ZH = """发票
 
 
 def metric(appliance: Appliance, name: str) -> float:
-    with urllib.request.urlopen(f"{appliance.url}/metrics", timeout=5) as response:
+    ask = urllib.request.Request(f"{appliance.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(ask, timeout=5) as response:
         text = response.read().decode()
     match = re.search(rf"^{name} ([\d.e+]+)$", text, re.MULTILINE)
     assert match, f"{name} not in /metrics"

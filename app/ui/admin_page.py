@@ -16,6 +16,7 @@ from app.admin import AdminDenied
 from app.context import AppContext
 from app.engine.events import EngineError
 from app.ui import panels
+from app.ui.callers import client_address
 
 _CATALOG_COLUMNS = ["id", "name", "file", "present", "size_gib", "arch", "layers", "quant", "n_ctx", "kv_type",
                     "need_gib_per_card", "fits", "loaded", "problem"]
@@ -33,7 +34,7 @@ def build(ctx: AppContext) -> gr.Blocks:
             status = gr.HTML(elem_id="admin-status")
             table = gr.Dataframe(headers=_CATALOG_COLUMNS, interactive=False, wrap=True, elem_id="catalog")
             with gr.Row():
-                choice = gr.Dropdown(label="Model", choices=[e.id for e in admin.entries()], elem_id="model-choice")
+                choice = gr.Dropdown(label="Model", choices=[], elem_id="model-choice")
                 sure = gr.Checkbox(label="Switch now: running answers stop, new ones wait", elem_id="confirm")
                 go = gr.Button("Switch model", variant="primary", elem_id="switch")
             result = gr.Markdown(elem_id="switch-result")
@@ -60,21 +61,27 @@ def build(ctx: AppContext) -> gr.Blocks:
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
 
         def who(request: gr.Request) -> str:
-            return f"web {request.client.host if request.client else '?'}"
+            return f"web {client_address(request)}"
 
-        def refresh() -> tuple[Any, ...]:
+        def refresh(key: str | None) -> tuple[Any, ...]:
+            """Every step of this page checks the session: the catalog and log are for the admin only."""
+            try:
+                catalog, log = admin.catalog_view(key), admin.log(key)
+            except AdminDenied as err:
+                raise gr.Error(str(err)) from err
             return (
                 panels.overall(ctx.status()) + panels.card_strip(ctx.status(), compact=True),
-                pd.DataFrame(admin.catalog_view(), columns=_CATALOG_COLUMNS),
-                pd.DataFrame(admin.log()),
+                pd.DataFrame(catalog, columns=_CATALOG_COLUMNS),
+                pd.DataFrame(log),
+                gr.update(choices=[row["id"] for row in catalog]),
             )
 
         def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
             try:
-                opened = admin.login(secret, who=who(request))
+                opened = admin.login(secret, who=who(request), client=client_address(request))
             except AdminDenied as err:
                 raise gr.Error(str(err)) from err
-            return opened, gr.update(visible=False), gr.update(visible=True), "", *refresh()
+            return opened, gr.update(visible=False), gr.update(visible=True), "", *refresh(opened)
 
         def run(action: Any) -> Iterator[str]:
             outcome: dict[str, str] = {}
@@ -105,10 +112,12 @@ def build(ctx: AppContext) -> gr.Blocks:
                 raise gr.Error("Choose a model and tick the confirmation first.")
             yield from run(lambda: admin.switch_model(key, model, who=who(request)))
 
-        def on_apply(key: str | None, *values: Any, request: gr.Request) -> Iterator[str]:
-            names = ["n_ctx", "n_threads", "n_batch", "n_ubatch"]
-            changes: dict[str, Any] = {n: int(v) for n, v in zip(names, values[:4], strict=True)}
-            changes["kv_type"], changes["tensor_split"] = values[4], values[5]
+        def on_apply(
+            key: str | None, context: float, threads: float, batch: float, ubatch: float, kv: str, shares: str,
+            request: gr.Request,
+        ) -> Iterator[str]:
+            changes: dict[str, Any] = {"n_ctx": int(context), "n_threads": int(threads), "n_batch": int(batch),
+                                       "n_ubatch": int(ubatch), "kv_type": kv, "tensor_split": shares}
             yield from run(lambda: admin.apply_settings(key, changes, who=who(request)))
 
         def listed(text: str) -> list[str]:
@@ -126,20 +135,21 @@ def build(ctx: AppContext) -> gr.Blocks:
         def on_restart(key: str | None, request: gr.Request) -> Iterator[str]:
             yield from run(lambda: admin.restart_engine(key, who=who(request)))
 
+        shown = [status, table, history, choice]
         ping.click(on_ping, [token, endpoints], pings, api_visibility="private", show_progress="hidden")
         use.click(on_cards, [token, endpoints], result, api_visibility="private").then(
-            refresh, None, [status, table, history], api_visibility="private"
+            refresh, token, shown, api_visibility="private"
         )
         restart.click(on_restart, token, result, api_visibility="private").then(
-            refresh, None, [status, table, history], api_visibility="private"
+            refresh, token, shown, api_visibility="private"
         )
-        enter.click(
-            on_login, password, [token, door, room, password, status, table, history], api_visibility="private",
-            show_progress="hidden",
+        gr.on(
+            [enter.click, password.submit], on_login, password, [token, door, room, password, *shown],
+            api_visibility="private", show_progress="hidden",
         )
         go.click(on_switch, [token, choice, sure], result, api_visibility="private").then(
-            refresh, None, [status, table, history], api_visibility="private"
+            refresh, token, shown, api_visibility="private"
         )
         apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type, split], result,
-                    api_visibility="private").then(refresh, None, [status, table, history], api_visibility="private")
+                    api_visibility="private").then(refresh, token, shown, api_visibility="private")
     return page

@@ -15,6 +15,7 @@ from app.extraction.merge import provenance
 from app.extraction.schemas import SchemaProblem
 from app.knowledge.answer import Source
 from app.ui import display
+from app.ui.callers import client_address
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
@@ -72,7 +73,7 @@ def register(ctx: AppContext) -> None:
     def admin_login(password: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
         """Open an admin session; returns the token that admin endpoints need."""
         try:
-            return ctx.admin.login(password, who=_owner(request))
+            return ctx.admin.login(password, who=_owner(request), client=client_address(request))
         except AdminDenied as err:
             raise gr.Error(str(err)) from err
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.chat.service import ChatUpdate
 from app.chat.store import StoredMessage
+from app.ui.rendering import safe_markdown
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -37,12 +38,12 @@ def _footer(message: StoredMessage) -> str:
 
 def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> list[dict[str, str]]:
     shown = [
-        {"role": m.role, "content": m.content + (_footer(m) if m.role == "assistant" else "")}
+        {"role": m.role, "content": safe_markdown(m.content) + (_footer(m) if m.role == "assistant" else "")}
         for m in history
         if m.role in ("user", "assistant")
     ]
     if live is not None and not live.done:
-        shown.append({"role": "assistant", "content": live.text or "…"})
+        shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
     return shown
 
 
