@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     kb_dir: Path = Field(Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
     kb_watch: bool = Field(True, description="Watch kb_dir for new, changed and deleted files.")
     embed_threads: int = Field(1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
+    embed_max_inputs: int = Field(256, ge=1, description="Most texts one /v1/embeddings request may send.")
+    embed_max_chars: int = Field(
+        200_000, ge=1, description="Most characters (so at most as many tokens) one /v1/embeddings request may send."
+    )
     qa_sources: int = Field(6, ge=1, description="Passages retrieved for a question.")
     data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
     cards: list[str] = Field(

@@ -90,6 +90,7 @@ def build_router(ctx: AppContext) -> APIRouter:
         if embed is None:
             raise ApiError(503, "no embedder is configured", type_="server_error", code="engine_unavailable")
         texts = [body.input] if isinstance(body.input, str) else body.input
+        _check_embedding_size(texts, max_inputs=ctx.settings.embed_max_inputs, max_chars=ctx.settings.embed_max_chars)
         vectors, tokens = embed(texts)
         encoded: list[Any] = vectors
         if body.encoding_format == "base64":  # what the openai package asks for: little-endian float32
@@ -102,6 +103,17 @@ def build_router(ctx: AppContext) -> APIRouter:
         }
 
     return router
+
+
+def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) -> None:
+    """400 before any work for a request too large to embed at once (each token is at least a character)."""
+    if len(texts) > max_inputs:
+        raise ApiError(400, f"input has {len(texts)} texts; at most {max_inputs} per request: send them in batches",
+                       type_="invalid_request_error", param="input")
+    chars = sum(len(text) for text in texts)
+    if chars > max_chars:
+        raise ApiError(400, f"input has {chars} characters; at most {max_chars} per request: send smaller batches",
+                       type_="invalid_request_error", param="input")
 
 
 class _Answer:
