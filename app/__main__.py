@@ -59,8 +59,10 @@ def build_context(settings: Settings) -> AppContext:
     engine = EngineService(
         engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue
     )
+    conversations = ChatStore(database)
+    conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
-        ChatStore(database), engine, max_tokens=settings.max_tokens, temperature=settings.temperature
+        conversations, engine, max_tokens=settings.max_tokens, temperature=settings.temperature
     )
     cards = CardMonitor(
         settings.cards,

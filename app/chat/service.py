@@ -1,19 +1,27 @@
-"""Chat: a conversation's history in, a streamed answer out, everything saved as it ends.
+"""Chat: a conversation's history in, a streamed answer out, saved as it streams and as it ends.
 
-The UI and the API call `send` / `regenerate` and iterate the updates. Whatever way an answer
-ends — finished, stopped, failed, or the client gone — what was generated is saved with its status.
+The UI and the API call `send` / `regenerate` and iterate the updates. An answer is saved a few
+times a second while it streams, so a crash of the app keeps what people already saw (marked
+interrupted at the next start). Whatever way an answer ends — finished, stopped, failed, or the
+client gone — what was generated is saved with its status. Only questions that got an answer go back
+to the model: a failed, empty or stopped-before-a-word answer never breaks the conversation.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from app.chat.store import ChatStore
+from app.chat.store import ChatStore, StoredMessage
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Stats, Token
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
+
+_SAVE_EVERY_S = 0.25  # a streaming answer is written to the database at most this often
+_ANSWERED = ("ok", "stopped", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -63,11 +71,7 @@ class ChatService:
     def _request(self, cid: str, max_tokens: int | None) -> GenerationRequest:
         conversation = self.store.get(cid)
         assert conversation is not None
-        history = [
-            Message(m.role, m.content)  # type: ignore[arg-type]
-            for m in self.store.messages(cid)
-            if m.content and m.role in ("user", "assistant")
-        ]
+        history = [Message(m.role, m.content) for m in model_history(self.store.messages(cid))]  # type: ignore[arg-type]
         system = [Message("system", conversation.system_prompt)] if conversation.system_prompt.strip() else []
         return GenerationRequest(
             messages=tuple(system + history),
@@ -84,26 +88,67 @@ class ChatService:
             return
         with self._lock:
             self._active[owner] = ticket
-        text, saved = "", False
+        saver = _Saver(self.store, cid)
         try:
             for event in ticket.events():
                 if isinstance(event, Queued):
-                    yield ChatUpdate(text, waiting=event.position, held=event.held)
+                    yield ChatUpdate(saver.text, waiting=event.position, held=event.held)
                 elif isinstance(event, Token):
-                    text += event.text
-                    yield ChatUpdate(text)
+                    saver.grow(event.text)
+                    yield ChatUpdate(saver.text)
                 elif isinstance(event, Done):
-                    status = "stopped" if event.stats.finish_reason == "cancelled" else "ok"
-                    self.store.add(cid, "assistant", text, status=status, stats=event.stats.as_dict())
-                    saved = True
-                    yield ChatUpdate(text, done=True, stats=event.stats)
+                    saver.finish("stopped" if event.stats.finish_reason == "cancelled" else "ok", event.stats.as_dict())
+                    yield ChatUpdate(saver.text, done=True, stats=event.stats)
                 elif isinstance(event, Failed):
-                    self.store.add(cid, "assistant", text, status="error", stats={"error": event.message})
-                    saved = True
-                    yield ChatUpdate(text, done=True, error=event.message, card=event.card)
+                    saver.finish("error", {"error": event.message})
+                    yield ChatUpdate(saver.text, done=True, error=event.message, card=event.card)
         finally:
             with self._lock:
                 if self._active.get(owner) is ticket:
                     del self._active[owner]
-            if not saved:  # the client went away: keep what it was shown
-                self.store.add(cid, "assistant", text, status="stopped")
+            if not saver.finished:  # the client went away: keep what it was shown
+                saver.finish("stopped", None)
+
+
+class _Saver:
+    """One answer in the database: created at its first token, rewritten a few times a second, closed at the end."""
+
+    def __init__(self, store: ChatStore, cid: str) -> None:
+        self.store, self.cid = store, cid
+        self.text, self.finished = "", False
+        self._id: int | None = None
+        self._saved_at = 0.0
+
+    def grow(self, piece: str) -> None:
+        self.text += piece
+        if self._id is None:
+            self._id = self.store.add(self.cid, "assistant", self.text, status="streaming")
+            self._saved_at = time.monotonic()
+        elif time.monotonic() - self._saved_at >= _SAVE_EVERY_S:
+            self.store.update(self._id, self.text, status="streaming")
+            self._saved_at = time.monotonic()
+
+    def finish(self, status: str, stats: dict[str, Any] | None) -> None:
+        if self._id is None:
+            self.store.add(self.cid, "assistant", self.text, status=status, stats=stats)
+        else:
+            self.store.update(self._id, self.text, status=status, stats=stats)
+        self.finished = True
+
+
+def model_history(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """The turns to send to the model: each question with its answer, when it got one with text, and the
+    last question. A question whose answer failed or came out empty is left out with that answer, so the
+    roles always alternate and one bad answer never breaks the rest of the conversation."""
+    kept: list[StoredMessage] = []
+    question: StoredMessage | None = None
+    for message in messages:
+        if message.role == "user":
+            question = message
+        elif message.role == "assistant":
+            if question is not None and message.content.strip() and message.status in _ANSWERED:
+                kept += [question, message]
+            question = None
+    if question is not None:
+        kept.append(question)
+    return kept

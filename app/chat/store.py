@@ -24,7 +24,7 @@ def _m001_conversations(db: sqlite_utils.Database) -> None:
             "conversation_id": str,
             "role": str,
             "content": str,
-            "status": str,  # ok | stopped | error
+            "status": str,  # ok | stopped | error | streaming (being written) | interrupted (the app stopped)
             "stats": str,  # JSON of the engine's stats, for answers
             "created_at": str,
         },
@@ -61,6 +61,13 @@ class ChatStore:
         self._lock = database.lock
         with self._lock:
             migrate(self._db, "chat", MIGRATIONS)
+
+    def mark_interrupted(self) -> int:
+        """At start: answers that were still being written when the app stopped keep their text, marked
+        interrupted. The number of such answers."""
+        with self._lock, self._db.conn:
+            cursor = self._db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+            return int(cursor.rowcount)
 
     def create(self, system_prompt: str) -> str:
         cid = uuid.uuid4().hex
@@ -106,6 +113,14 @@ class ChatStore:
                 changes["title"] = _title(content)
             conv.update(cid, changes)
         return int(message_id or 0)
+
+    def update(self, message_id: int, content: str, *, status: str, stats: dict[str, Any] | None = None) -> None:
+        """Rewrite a message's text and status (an answer saved while it streams, then at its end)."""
+        with self._lock, self._db.conn:
+            changes: dict[str, Any] = {"content": content, "status": status}
+            if stats is not None:
+                changes["stats"] = json.dumps(stats)
+            self._db.table("messages").update(message_id, changes)
 
     def drop_last_answer(self, cid: str) -> None:
         """Remove the trailing assistant messages, so the last question can be answered again."""

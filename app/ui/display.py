@@ -33,6 +33,10 @@ def _footer(message: StoredMessage) -> str:
         return f"\n\n<span class='q-stats'>{stats_line(message.stats)}</span>"
     if message.status == "stopped":
         return "\n\n<span class='q-stats'>stopped</span>"
+    if message.status == "interrupted":
+        return "\n\n<span class='q-error'>⚠ interrupted: the appliance restarted while this answer was written</span>"
+    if message.status == "streaming":
+        return "\n\n<span class='q-stats'>still being written…</span>"
     return ""
 
 
