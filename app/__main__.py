@@ -62,7 +62,8 @@ def build_context(settings: Settings) -> AppContext:
     conversations = ChatStore(database)
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
-        conversations, engine, max_tokens=settings.max_tokens, temperature=settings.temperature
+        conversations, engine, max_tokens=settings.max_tokens, temperature=settings.temperature,
+        system_prompt=settings.system_prompt,
     )
     cards = CardMonitor(
         settings.cards,

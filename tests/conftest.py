@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 APPLIANCE_CARDS_PORT = 30252 + PORT_OFFSET  # four cards for the shared appliance
 ENGINE_CARDS_PORT = 30262 + PORT_OFFSET  # two cards for in-process engine tests (a card serves one host at a time)
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright cannot download its own here
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                  "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One real Chromium for every browser test."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture(scope="session")

@@ -42,7 +42,7 @@ def test_only_answered_questions_go_back_to_the_model() -> None:
 
 def test_an_answer_being_written_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:
     store = ChatStore(Locked(open_database(tmp_path / "q.db")))
-    cid = store.create("")
+    cid = store.create("", owner="browser:a")
     store.add(cid, "user", "hello")
     answer = store.add(cid, "assistant", "Hel", status="streaming")
     store.update(answer, "Hello the", status="streaming")
