@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
 from app.engine.gguf_header import HeaderError
 from app.engine.service import EngineService
+from app.jobs import Job, JobBusy, Jobs
 from app.settings import Settings
 from app.telemetry.monitor import read_health
 from app.telemetry.service import Telemetry
@@ -46,6 +48,7 @@ class AdminService:
         self._sessions: dict[str, float] = {}
         self._sessions_lock = threading.Lock()
         self._throttle = LoginThrottle()
+        self._jobs = Jobs()
         self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
         self._expected: tuple[Any, list[int]] = (None, [])  # (model, cards, split) → weights per card
         with self._lock:
@@ -80,6 +83,37 @@ class AdminService:
             expires = self._sessions.get(token or "")
         if expires is None or expires < time.monotonic():
             raise AdminDenied("this needs the admin session: log in on the admin page first")
+
+    # -- long actions as jobs ------------------------------------------------------------------
+
+    def start(self, token: str | None, name: str, action: Callable[[], ModelInfo]) -> Job:
+        """Admin only: run a switch, reload or card change in the background; read it with `job`."""
+        self.check(token)
+
+        def work() -> str:
+            info = action()
+            return f"✅ {info.name} loaded in {info.load_s:.1f} s"
+
+        def failed(err: Exception) -> str:
+            return f"⚠ {err}" if isinstance(err, EngineError | AdminDenied) else f"⚠ {name} failed unexpectedly: {err}"
+
+        try:
+            return self._jobs.start(name, work, failed=failed)
+        except JobBusy as err:
+            raise AdminDenied(str(err)) from err
+
+    def engine_settings(self, token: str | None) -> dict[str, Any]:
+        """Admin only: the engine settings the page lets the admin change, as they are now."""
+        self.check(token)
+        config = self.engine.config
+        return {"n_ctx": config.n_ctx, "n_threads": config.n_threads, "n_batch": config.n_batch,
+                "n_ubatch": config.n_ubatch, "kv_type": config.kv_type,
+                "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
+                "cards": "\n".join(config.cards)}
+
+    def job(self, token: str | None, job_id: str | None) -> Job | None:
+        self.check(token)
+        return self._jobs.get(job_id)
 
     # -- the catalog ------------------------------------------------------------------------
 

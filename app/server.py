@@ -68,7 +68,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     reconnect = (ASSETS / "kiosk.js").read_text(encoding="utf-8")
     css = [ASSETS / "quartet.css"]
     _mount(api, ctx, kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
-    _mount(api, ctx, admin_page.build(ctx), "/admin", footer_links=[], css_paths=css)
+    _mount(api, ctx, admin_page.build(ctx.admin, ctx.status), "/admin", footer_links=[], css_paths=css)
     _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=reconnect)
     return api
 

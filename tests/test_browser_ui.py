@@ -211,3 +211,42 @@ def test_the_page_says_offline_within_five_seconds(browser: Any, lone_app: tuple
     page.wait_for_function("() => document.body.classList.contains('q-offline')", timeout=5_000)
     assert time.monotonic() - gone < 5
     page.close()
+
+
+def admin_login(page: Any, url: str) -> None:
+    from tests.harness import ADMIN_PASSWORD
+
+    page.goto(url + "/admin/", wait_until="load")
+    page.locator("#admin-password input").wait_for(timeout=15_000)
+    for _ in range(20):  # another test's wrong password may have started this address's throttle
+        page.locator("#admin-password input").fill(ADMIN_PASSWORD)
+        page.locator("#admin-password input").press("Enter")
+        try:
+            page.locator("#catalog").wait_for(timeout=5_000)
+            return
+        except Exception:
+            page.wait_for_timeout(1_500)
+    raise AssertionError("could not log in to the admin page")
+
+
+def test_admin_applies_engine_settings_and_shows_progress_live(
+    browser: Any, appliance: Appliance, artifacts: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    admin_login(page, appliance.url)
+    catalog = page.locator("#catalog").inner_text()
+    assert "Why it cannot load" in catalog and "Absent 27B" in catalog and "need_gib_per_card" not in catalog
+    page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
+    page.get_by_text("Engine settings").click()
+    page.locator("#apply-settings").click()
+    seen = set()
+    for _ in range(600):  # the page's own timer shows the reload as it happens
+        seen.add(page.locator("#admin-status").inner_text().split("\n")[0][:40])
+        if "loaded in" in page.locator("#switch-result").inner_text():
+            break
+        page.wait_for_timeout(200)
+    result = page.locator("#switch-result").inner_text()
+    page.screenshot(path=str(artifacts / "admin-applied.png"), full_page=True)
+    assert "loaded in" in result, f"Apply and reload said: {result!r}"
+    assert len(seen) > 1, f"the status never changed during the reload: {seen}"
+    page.close()

@@ -19,7 +19,8 @@ from app.ui.callers import owner_of, session_of
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE, OnLoad
 
 # Inline and display maths as people (and models) write it.
-LATEX: list[dict[str, str | bool]] = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
+LATEX: list[dict[str, str | bool]] = [
+         {"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
          {"left": "\\(", "right": "\\)", "display": False}, {"left": "$", "right": "$", "display": False}]
 
 
