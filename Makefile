@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test run test lint bench clean
+.PHONY: setup setup-test run test test-fast test-clone lint bench clean
 
 setup:
 	@bash launcher/setup.sh
@@ -15,6 +15,15 @@ run: setup
 
 test: setup-test
 	@$(PY) -m pytest
+
+# The tests that need no cards, no running appliance and no browser (markers set in tests/conftest.py).
+test-fast: setup-test
+	@$(PY) -m pytest -q -m "not cards and not appliance and not browser"
+
+# A fresh clone in an empty temporary folder (nothing beside it) passes the fast tests: the repository
+# carries everything its tests need. The clone reuses this checkout's environment (VENV=...).
+test-clone: setup-test
+	@bash tests/clone_check.sh "$(abspath $(VENV))"
 
 lint: setup
 	@$(PY) -m ruff check .
