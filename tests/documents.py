@@ -30,6 +30,22 @@ def all_chinese() -> str:
     return "\n\n".join(chinese(name) for name in CHINESE_ARTICLES)
 
 
+def chinese_prose() -> str:
+    """The articles' paragraphs without their headings: one long run of prose."""
+    return "\n\n".join(p for p in all_chinese().split("\n\n") if not p.startswith("#"))
+
+
+def long_text(pages: int) -> str:
+    """An English text of `pages` form-feed separated pages (about 2,500 characters each)."""
+    sentences = [
+        "The card agent on page {n} reports its temperature, its load and its memory every second.",
+        "When a card stops answering, the answer being written fails and names the card.",
+        "The launcher restarts what exits, and the host loads the model again before it serves.",
+        "Layers are split in proportion to the free memory of each card, the last card holds the output.",
+    ]
+    return "\f".join(" ".join(s.format(n=n) for s in sentences * 7) for n in range(1, pages + 1))
+
+
 class _Pdf:
     """Numbered objects in, a valid PDF file out."""
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.knowledge.loaders import LoadError, load
 from app.knowledge.loaders.text import decode_text, paginate
-from tests.documents import all_chinese, broken_page_tree, chinese, encrypted, wrapped
+from tests.documents import all_chinese, broken_page_tree, chinese, chinese_prose, encrypted, wrapped
 from tests.library import (
     DELIVERY,
     HANDBOOK,
@@ -219,7 +219,7 @@ def test_binary_content_named_txt_is_refused(tmp_path: Path) -> None:
 
 
 def test_pseudo_pages_cut_at_sentence_ends() -> None:
-    text = "\n\n".join(p for p in all_chinese().split("\n\n") if not p.startswith("#"))  # prose only
+    text = chinese_prose()
     pages = paginate(text, page_chars=800)
     assert len(pages) >= 4 and [p.number for p in pages] == list(range(1, len(pages) + 1))
     assert all(len(p.text) <= 800 for p in pages)
