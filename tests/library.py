@@ -107,6 +107,24 @@ CSV = "serial;slot;installed\nRK-0001;1;2024-03-12\nRK-0002;2;2024-03-12\nRK-000
 MARKDOWN = "# Release notes\n\nVersion 0.3 adds answers with citations to the page they come from.\n"
 
 
+DATASHEET = [
+    """Nordlicht NL-4 edge inference box. Datasheet, revision C.
+
+    Manufacturer: Nordlicht Instruments GmbH, Hamburg. Model: NL-4. Product type: edge inference appliance
+    with four RK1828 accelerator cards.""",
+    """Electrical ratings.
+
+    Supply voltage: 100-240 V AC, 50/60 Hz. Typical power consumption: 180 W; maximum 210 W at full load.""",
+    """Environment and mechanics.
+
+    Operating temperature: 5 to 35 degrees C. Ingress protection: IP20. Dimensions: 440 x 88 x 420 mm
+    (width x height x depth). Weight: 7.5 kg.""",
+    """Interfaces.
+
+    2x Ethernet 1 Gbit/s, 2x USB 3.0, 1x HDMI for the kiosk display. Certifications: CE, UKCA.""",
+]
+
+
 @dataclass(frozen=True)
 class Question:
     question: str
@@ -162,6 +180,21 @@ def handbook() -> bytes:
 def newsletter() -> bytes:
     pages = [text_lines(wrapped(page)) for page in NEWSLETTER_PAGES]
     return pdf([*pages, two_columns(LEFT, RIGHT, heading="Stories from the team")])
+
+
+QUICK_START = """Quick start.
+
+To switch the appliance on the first time, plug the power cable into the host, press the round button on
+the front and wait for the green light. Then open the appliance's address in a browser. The first answer
+takes about a minute, because the model is loaded onto the four cards."""
+
+
+def quick_start() -> bytes:
+    return pdf([text_lines(wrapped(QUICK_START))])
+
+
+def datasheet() -> bytes:
+    return pdf([text_lines(wrapped(page)) for page in DATASHEET])
 
 
 def scanned_delivery() -> bytes:
