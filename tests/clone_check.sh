@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-clone`: clone this repository's committed state into an empty temporary folder and run the
-# fast tests there, with the environment given as $1 (a venv) linked in. Nothing beside the clone: the
-# optional real-world corpus tests must skip, everything else must pass on what the repository carries.
+# tests that need no cards, no appliance and no browser there, with the environment given as $1 (a venv)
+# linked in. Nothing beside the clone: the corpus-layer tests must skip (and say why), everything else
+# must pass on what the repository carries.
 set -euo pipefail
 venv="${1:?usage: clone_check.sh /path/to/venv}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -11,4 +12,4 @@ git clone --quiet "$here" "$scratch/quartet"
 cd "$scratch/quartet"
 ln -s "$venv" .venv
 echo "test-clone: $(git log -1 --format='%h %s' | cut -c1-80) in $scratch/quartet"
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "not cards and not appliance and not browser"
+.venv/bin/python -m pytest -q -rs -p no:cacheprovider -m "not cards and not appliance and not browser"
