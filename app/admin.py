@@ -19,10 +19,10 @@ from app.engine import catalog
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
-from app.engine.gguf_header import HeaderError
 from app.engine.service import EngineService
 from app.jobs import Job, JobBusy, Jobs
 from app.settings import Settings
+from app.telemetry.load_progress import LoadProgress
 from app.telemetry.monitor import read_health
 from app.telemetry.service import Telemetry
 
@@ -49,8 +49,8 @@ class AdminService:
         self._sessions_lock = threading.Lock()
         self._throttle = LoginThrottle()
         self._jobs = Jobs()
-        self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
-        self._expected: tuple[Any, list[int]] = (None, [])  # (model, cards, split) → weights per card
+        self._progress = LoadProgress(engine, health_url=settings.health_url, layer_bytes=lambda: {
+            card["endpoint"]: card["layer_bytes"] for card in telemetry.status()["cards"]})
         with self._lock:
             migrate(self._db, "admin", MIGRATIONS)
 
@@ -237,52 +237,14 @@ class AdminService:
         return self._apply(self.engine.config, who=who, action="restart engine", entry=None)
 
     def load_progress(self) -> list[dict[str, Any]]:
-        """While a model loads: per card, the memory its agent gained since the lowest point of this load
-        (after the old model left) against the weights llama's layer split sends it (from the GGUF's
-        tensor table). The progress is measured at the cards, not guessed from time."""
-        if self.engine.status()["state"] != "loading":
-            return []
-        config = self.engine.config
-        key = (str(config.model_path), len(config.cards), config.tensor_split)
-        if self._expected[0] != key:
-            try:
-                self._expected = (key, catalog.weights_per_card(config.model_path, len(config.cards),
-                                                                 config.tensor_split))
-            except (OSError, HeaderError):
-                return []
-        rows = []
-        for index, (endpoint, expected) in enumerate(zip(config.cards, self._expected[1], strict=True)):
-            used = self._memory_used(endpoint)
-            if used is None or not expected:
-                rows.append({"card": index, "endpoint": endpoint, "pct": None})
-                continue
-            low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
-            gained = used - low
-            rows.append({"card": index, "endpoint": endpoint, "loaded_gib": round(gained / 2**30, 2),
-                         "expected_gib": round(expected / 2**30, 2), "pct": min(100, round(100 * gained / expected))})
-        return rows
-
-    def _memory_used(self, endpoint: str) -> int | None:
-        # read now, not from the card monitor: its once-a-second samples miss most of a short load
-        try:
-            return int(read_health(self.settings.health_url(endpoint), 0.5)["mem_used_bytes"])
-        except Exception:  # no reading from this card now
-            return None
-
-    def _note_baseline(self) -> None:
-        """Each card's memory without the model it holds now: where the next load starts from."""
-        held = {card["endpoint"]: card["layer_bytes"] for card in self.telemetry.status()["cards"]}
-        self._lowest = {}
-        for endpoint, layer_bytes in held.items():
-            used = self._memory_used(endpoint)
-            if used is not None:
-                self._lowest[endpoint] = max(0, used - layer_bytes)
+        """While a model loads: per card, how much of its share of the weights has arrived (else [])."""
+        return self._progress.rows()
 
     def _apply(self, config: EngineConfig, *, who: str, action: str, entry: catalog.CatalogEntry | None) -> ModelInfo:
         try:
             if entry is not None:
                 self._fit(self._plan(entry)[1])
-            self._note_baseline()
+            self._progress.note_baseline()
             info = self.engine.switch(config)
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)

@@ -2,7 +2,7 @@
 
 Values come from, in order of precedence: keyword arguments, environment variables
 (`QUARTET_<NAME>`, lists as JSON), the TOML file named by `QUARTET_CONFIG`, the defaults below.
-The README's settings table is checked against this class by a test.
+docs/settings.md is made from this class (python -m tests.settings_doc) and checked by a test.
 """
 
 from __future__ import annotations

@@ -99,22 +99,26 @@ def test_the_admin_page_is_separate_and_locked(browser: Any, appliance: Applianc
     page.close()
 
 
-def test_drop_a_pdf_then_ask_and_see_a_cited_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
-    from tests.harness import CORPUS
+def test_drop_a_pdf_then_ask_and_see_a_cited_answer(
+    browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
+) -> None:
+    from tests.library import quick_start
 
+    pdf = tmp_path / "quick-start.pdf"
+    pdf.write_bytes(quick_start())
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     page.goto(appliance.url, wait_until="load")
     page.get_by_role("tab", name="Documents").click()
-    page.locator("#upload input[type=file]").set_input_files(str(CORPUS / "pdf" / "crazyones-pdfa.pdf"))
+    page.locator("#upload input[type=file]").set_input_files(str(pdf))
     page.wait_for_function(
-        "() => /crazyones-pdfa\\.pdf[\\s\\S]*\\bok\\b/.test(document.querySelector('#documents').innerText)",
+        "() => /quick-start\\.pdf[\\s\\S]*\\bok\\b/.test(document.querySelector('#documents').innerText)",
         timeout=120_000,
     )
-    page.locator("#question textarea").fill("Who are the crazy ones?")
+    page.locator("#question textarea").fill("How do I switch the appliance on the first time?")
     page.locator("#ask").click()
-    page.locator("#sources").get_by_text("crazyones-pdfa.pdf, page 1").first.wait_for(timeout=120_000)
-    page.locator("#answer").get_by_text("crazyones-pdfa.pdf, page 1").first.wait_for(timeout=120_000)
-    page.locator("#sources").get_by_text("crazyones-pdfa.pdf, page 1").first.click()
+    page.locator("#sources").get_by_text("quick-start.pdf, page 1").first.wait_for(timeout=120_000)
+    page.locator("#answer").get_by_text("quick-start.pdf, page 1").first.wait_for(timeout=120_000)
+    page.locator("#sources").get_by_text("quick-start.pdf, page 1").first.click()
     page.locator("#page-view mark").first.wait_for(timeout=10_000)
     assert page.locator("#page-view mark").first.inner_text().strip()
     page.screenshot(path=str(artifacts / "documents.png"), full_page=True)

@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.harness import PORT_OFFSET, free_port, get_json, wait_until
 
 
@@ -60,6 +62,8 @@ def _app_pid(launcher_pid: int) -> int | None:
     return None
 
 
+@pytest.mark.cards
+@pytest.mark.appliance  # `make run` itself: four card agents and the app
 def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     env = {
