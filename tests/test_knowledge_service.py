@@ -16,7 +16,7 @@ from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
 from tests.test_knowledge_fixtures import PDFS, ZH, eventually, slow_pdf
 
-FAST = KnowledgeOptions(watch=False, pdf_timeout_s=20)
+FAST = KnowledgeOptions(watch=False, read_timeout_s=20)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_hostile_files_get_clear_statuses_and_the_queue_carries_on(tmp_path: Pat
     }
     for name, data in samples.items():
         (files / name).write_bytes(data)
-    options = KnowledgeOptions(watch=False, pdf_timeout_s=1.5)
+    options = KnowledgeOptions(watch=False, read_timeout_s=1.5)
     kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=None, options=options)
     kb.start()
     try:

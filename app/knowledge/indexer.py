@@ -17,9 +17,9 @@ from typing import Literal
 
 import numpy as np
 
-from app.knowledge.chunking import chunk_pages
+from app.knowledge.chunking import Chunk, chunk_pages
 from app.knowledge.embedder import Embedder
-from app.knowledge.loaders import LoadError, load
+from app.knowledge.loaders import LoadedDocument, LoadError, load
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
 
@@ -121,24 +121,39 @@ class Indexer:
         saver = _ProgressSaver(self.store, doc_id, report)
         try:
             loaded = load(
-                path, max_bytes=self.options.max_file_bytes, password=job.password,
-                timeout_s=self.options.pdf_timeout_s, memory_mb=self.options.pdf_memory_mb,
-                page_chars=self.options.page_chars, on_page=lambda done, total: saver("reading", done, total),
+                path, max_bytes=self.options.max_file_bytes, password=job.password, limits=self.options.read_limits,
+                on_page=lambda done, total: saver("reading", done, max(done, total)),
             )  # fmt: skip
         except LoadError as err:
             self.store.record_failure(doc_id, state, status="error", kind=err.kind, message=err.message)
             return Result("error", err.message)
         except OSError as err:
             return self._unreadable(doc_id, path, err)
-        options = self.options
-        chunks = chunk_pages(
-            loaded.pages, self.embedder, target_tokens=options.chunk_tokens, overlap_tokens=options.chunk_overlap
-        )
+        loaded, chunks = self._chunks(loaded)
         total = len(loaded.pages)
         vectors = self._embed([c.text for c in chunks], [c.tokens for c in chunks], total, saver, cancelled)
         report("saving", total, total)
         self.store.replace_content(doc_id, state, pages=loaded.pages, chunks=chunks, vectors=vectors, note=loaded.note)
         return Result("indexed", loaded.note)
+
+    def _chunks(self, loaded: LoadedDocument) -> tuple[LoadedDocument, list[Chunk]]:
+        """The document's chunks, at most `max_chunks` of them: the pages after the last one kept are
+        left out (and the document says so)."""
+        options = self.options
+        chunks = chunk_pages(
+            loaded.pages, self.embedder, target_tokens=options.chunk_tokens, overlap_tokens=options.chunk_overlap
+        )
+        if len(chunks) <= options.max_chunks:
+            return loaded, chunks
+        last = chunks[options.max_chunks - 1].page
+        kept = [c for c in chunks if c.page < last] if last > loaded.pages[0].number else chunks[: options.max_chunks]
+        more = " or more" if loaded.partial else ""
+        why = (
+            f"Indexed in part: only pages up to {kept[-1].page} ({len(kept)} of its {len(chunks)}{more} passages) were "
+            f"indexed (the limit is {options.max_chunks} passages per document); the rest is left out. Split the "
+            "document to index all of it."
+        )
+        return loaded.cut(kept[-1].page, why), kept
 
     def _unreadable(self, doc_id: int, path: Path, err: OSError) -> Result:
         message = f"{path.name} could not be read ({err.strerror or err}). Check that the file is readable."
