@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         description="Pages read of one document (text: 3,000-character pages); the rest is left out, saying so.",
     )
     doc_max_chunks: int = Field(
-        10000, ge=1, description="Passages embedded of one document; the pages after them are left out, saying so."
+        5000, ge=1, description="Passages embedded of one document; the pages after them are left out, saying so."
     )
     large_file_mb: float = Field(
         4.0,

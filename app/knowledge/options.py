@@ -14,7 +14,7 @@ class KnowledgeOptions:
     read_memory_mb: int = 1024  # address-space limit of the reader process
     max_unpacked_mb: float = 100.0  # a .docx whose XML unpacks to more is refused
     max_pages: int = 2000  # pages read of one document; the rest is left out, and it says so
-    max_chunks: int = 10000  # chunks embedded of one document; the rest is left out, and it says so
+    max_chunks: int = 5000  # chunks embedded of one document; the rest is left out, and it says so
     large_file_mb: float = 4.0  # larger files are indexed in a lane of their own (never ahead of small ones)
     page_chars: int = 3000  # size of a pseudo-page of a text file
     chunk_tokens: int = 200  # word pieces per chunk (MiniLM reads at most 254)

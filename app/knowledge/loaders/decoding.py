@@ -122,7 +122,7 @@ def _utf16_without_bom(sample: bytes, *, complete: bool) -> str | None:
     units = max(len(sample) // 2, 1)
     even, odd = sample[0::2].count(0), sample[1::2].count(0)
     for zeros, stray, encoding in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
-        if zeros >= _MIN_UTF16_ZERO_SHARE * units and stray <= 0.01 * units:
+        if zeros >= _MIN_UTF16_ZERO_SHARE * units and stray <= min(0.05 * units, zeros / 4):
             text = _decodes(sample, encoding, complete=complete)
             if text is not None and _plausible(text) and "\x00" not in text:
                 return encoding
