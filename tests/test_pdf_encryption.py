@@ -7,15 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 import pypdf
 import pytest
+from gradio_client import Client, handle_file
 
 from app.database import Locked, open_database
 from app.knowledge.embedder import Embedder
 from app.knowledge.loaders import LoadError, load
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
+from tests.harness import Appliance, wait_until
 from tests.test_knowledge_fixtures import text_pdf
 
 MB = 2**20
@@ -84,3 +87,21 @@ def test_aes_pdfs_get_the_unlock_flow_of_the_documents_tab(service: KnowledgeSer
         opened = service.document(locked.id)
         assert opened is not None and opened.status == "ok" and opened.chunk_count == 1
     assert {h.name for h in service.search("how cool are the cards", k=5)} >= {p.name for p in paths}
+
+
+def test_aes_pdfs_open_through_the_running_appliance(appliance: Appliance, tmp_path: Path) -> None:
+    """The Documents tab's route: upload, the "password-protected" status, the password, indexed."""
+    c = Client(appliance.url, verbose=False)
+    paths = [encrypted_pdf(tmp_path / f"tab-{a}.pdf", algorithm=a, user_password="open sesame") for a in ALGORITHMS[1:]]
+    c.predict([handle_file(str(p)) for p in paths], api_name="/ingest")
+
+    def listed(wanted: str) -> list[dict[str, Any]] | None:
+        docs = {d["name"]: d for d in c.predict(api_name="/documents")}
+        found = [docs.get(p.name) for p in paths]
+        return found if all(d and d["status"] == wanted for d in found) else None  # type: ignore[return-value]
+
+    for locked in wait_until(lambda: listed("error"), timeout=120, every=0.5):
+        assert locked["error_kind"] == "encrypted" and "password-protected" in locked["error"], locked
+        c.predict(locked["id"], "open sesame", api_name="/unlock")
+    for opened in wait_until(lambda: listed("ok"), timeout=120, every=0.5):
+        assert opened["pages"] == 1 and opened["chunks"] == 1
