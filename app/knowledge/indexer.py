@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import numpy as np
 
 from app.knowledge.chunking import Chunk, chunk_pages
 from app.knowledge.embedder import Embedder
-from app.knowledge.loaders import LoadedDocument, LoadError, load
+from app.knowledge.loaders import LoadedDocument, LoadError, Reader, load
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
 
@@ -63,6 +64,19 @@ class Indexer:
         self.store = store
         self.embedder = embedder
         self.options = options
+        self._readers: dict[int, Reader] = {}  # a reader process per indexing thread, kept between files
+        self._readers_lock = threading.Lock()
+
+    def close(self) -> None:
+        """End the reader processes (the next file starts one again)."""
+        with self._readers_lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()
+
+    def _reader(self) -> Reader:
+        with self._readers_lock:
+            return self._readers.setdefault(threading.get_ident(), Reader())
 
     def run(self, job: Job, *, report: Report, cancelled: Callable[[], bool]) -> Result:
         if job.kind == "reembed":
@@ -122,7 +136,7 @@ class Indexer:
         try:
             loaded = load(
                 path, max_bytes=self.options.max_file_bytes, password=job.password, limits=self.options.read_limits,
-                on_page=lambda done, total: saver("reading", done, max(done, total)),
+                on_page=lambda done, total: saver("reading", done, max(done, total)), reader=self._reader(),
             )  # fmt: skip
         except LoadError as err:
             self.store.record_failure(doc_id, state, status="error", kind=err.kind, message=err.message)

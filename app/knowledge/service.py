@@ -31,7 +31,8 @@ class KnowledgeService:
         self.embedder = embedder
         self.kb_dir = kb_dir.resolve() if kb_dir is not None else None
         self.store = KnowledgeStore(database, model=embedder.name)
-        self._queue = IngestQueue(Indexer(self.store, embedder, self.options).run, lane_of=self._lane)
+        self._indexer = Indexer(self.store, embedder, self.options)
+        self._queue = IngestQueue(self._indexer.run, lane_of=self._lane)
         self._search_pool: ThreadPoolExecutor | None = None  # full-text side of a search, beside the vectors
         self._watcher: KbWatcher | None = None
         if self.kb_dir is not None and self.options.watch:
@@ -63,6 +64,7 @@ class KnowledgeService:
         if self._watcher is not None:
             self._watcher.stop()
         self._queue.stop()
+        self._indexer.close()
         pool, self._search_pool = self._search_pool, None
         if pool is not None:
             pool.shutdown(wait=True)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from app.knowledge.loaders.reader import PageCallback, ReadLimits, read_document
+from app.knowledge.loaders.reader import PageCallback, Reader, ReadLimits, read_document
 from app.knowledge.loaders.types import ERROR_KINDS, ErrorKind, LoadedDocument, LoadError, Page
 
 __all__ = [
-    "ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "ReadLimits", "load", "supported",
+    "ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "ReadLimits", "Reader", "load",
+    "supported",
 ]  # fmt: skip
 
 SUPPORTED = {
@@ -46,10 +47,12 @@ def load(
     on_page: PageCallback | None = None,
     timeout_s: float | None = None,
     memory_mb: int | None = None,
+    reader: Reader | None = None,
 ) -> LoadedDocument:
     """The pages of `path`. Raises LoadError for files that cannot be indexed, OSError if unreadable.
 
-    `limits` bound the reader process; `timeout_s` and `memory_mb`, when given, replace theirs."""
+    `limits` bound the reader process; `timeout_s` and `memory_mb`, when given, replace theirs. The
+    reading runs in `reader`'s process (kept between documents), or in a process of its own."""
     limits = limits or ReadLimits()
     limits = replace(limits, timeout_s=timeout_s or limits.timeout_s, memory_mb=memory_mb or limits.memory_mb)
     name = path.name
@@ -65,6 +68,7 @@ def load(
         )
     if size == 0:
         raise LoadError("empty", f"{name} is empty (0 bytes).")
-    return read_document(
-        path, format=_FORMATS.get(suffix, "text"), password=password, limits=limits, on_page=on_page
-    )
+    format = _FORMATS.get(suffix, "text")
+    if reader is not None:
+        return reader.read(path, format=format, password=password, limits=limits, on_page=on_page)
+    return read_document(path, format=format, password=password, limits=limits, on_page=on_page)

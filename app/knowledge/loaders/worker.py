@@ -1,11 +1,12 @@
 """The reader process: one document read under memory, CPU and size limits, its pages streamed back.
 
-Started by `loaders/reader.py` as `python -m app.knowledge.loaders.worker` (never imported by the
-app). It reads one JSON request line on stdin (path, format, password, limits) and writes JSON lines
-on stdout: `{"pages": n}` when the count is known (PDFs), then `{"page": i, "text": ...}` per page
-(with `"failed"` when a page could not be read), `{"partial": why}` when it stopped at the page
-limit, then `{"done": true}` — or `{"error": kind, "detail": ..., "message": ...}`. A hostile file
-can exhaust this process's memory or time, never the app's: the parent kills it when its time is up.
+Started by `loaders/reader.py` as `python -m app.knowledge.loaders.worker MEMORY_BYTES` (never
+imported by the app), it serves documents one after the other: per JSON request line on stdin (path,
+format, password, limits) it writes JSON lines on stdout: `{"pages": n}` when the count is known
+(PDFs), then `{"page": i, "text": ...}` per page (with `"failed"` when a page could not be read),
+`{"partial": why}` when it stopped at the page limit, `{"done": true}` — or `{"error": kind,
+"detail": ..., "message": ...}` —, and last `{"end": true}`. A hostile file can exhaust this
+process's memory or time, never the app's: the parent kills it when its time is up.
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ class _Sink:
         self.failed = True
 
 
-def _limit(memory_bytes: int, cpu_s: int) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-    os.nice(5)  # reading documents must not starve the UI or the engine
+def _limit_cpu(cpu_s: int) -> None:
+    """At most `cpu_s` more seconds of CPU for this document (SIGXCPU ends the process)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft, hard = int(usage.ru_utime + usage.ru_stime) + cpu_s, resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
 def _read(request: dict[str, Any], sink: _Sink) -> None:
@@ -98,9 +100,8 @@ def _partial(sink: _Sink) -> str:
     return f"only its first {sink.count} pages"
 
 
-def main() -> int:
-    request = json.loads(sys.stdin.readline())
-    _limit(int(request["memory_bytes"]), int(request["cpu_s"]))
+def _serve(request: dict[str, Any]) -> None:
+    _limit_cpu(int(request["cpu_s"]))
     sink = _Sink(max_pages=int(request["max_pages"]), max_page_chars=int(request["max_page_chars"]))
     reserve = bytearray(1 << 20)  # freed on MemoryError, so the error can still be reported
     failure = None
@@ -119,6 +120,15 @@ def main() -> int:
         _emit(failure)
     elif not sink.failed:
         _emit({"done": True})
+
+
+def main() -> int:
+    memory_bytes = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    os.nice(5)  # reading documents must not starve the UI or the engine
+    for line in sys.stdin:  # one request per document, until the app closes the pipe
+        _serve(json.loads(line))
+        _emit({"end": True})
     return 0
 
 
