@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -118,30 +119,46 @@ def embedder() -> Embedder:
     return Embedder.packaged()
 
 
-@pytest.fixture
-def service(tmp_path: Path, embedder: Embedder) -> Iterator[KnowledgeService]:
-    options = KnowledgeOptions(watch=False, large_file_mb=0.1, max_chunks=120)
+@contextmanager
+def service_with(tmp_path: Path, embedder: Embedder, options: KnowledgeOptions) -> Iterator[KnowledgeService]:
     kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=None, options=options)
     kb.start()
-    yield kb
-    kb.stop()
+    try:
+        yield kb
+    finally:
+        kb.stop()
 
 
-def test_a_small_file_dropped_after_a_big_one_is_indexed_first(service: KnowledgeService, tmp_path: Path) -> None:
+def small_after_big(kb: KnowledgeService, tmp_path: Path) -> None:
+    """Drop a 1 MB text file, then (once it is embedding) a small one: the small one is done first."""
     big = tmp_path / "big.txt"
     big.write_text("".join(f"Reading {i}: card {i % 4} ran at {40 + i % 30} degrees. " for i in range(20_000)))
     small = tmp_path / "small.md"
     small.write_text("# Fans\n\nThe fan of the appliance spins at 2,400 rpm.")
-    service.ingest_paths([big])
-    eventually(lambda: (p := service.progress().active) and p.state == "embedding", timeout=60)
-    service.ingest_paths([small])
+    kb.ingest_paths([big])
+    eventually(lambda: (p := kb.progress().active) and p.name == "big.txt" and p.state == "embedding", timeout=60)
+    kb.ingest_paths([small])
     done = eventually(
-        lambda: next((d for d in service.documents() if d.name == "small.md" and d.status == "ok"), None),
+        lambda: next((d for d in kb.documents() if d.name == "small.md" and d.status == "ok"), None),
         timeout=60, message="the small file waited behind the big one",
     )  # fmt: skip
-    still = [p.name for p in service.progress().running]
+    still = [p.name for p in kb.progress().running]
     assert still == ["big.txt"], f"the big file should still be indexing when the small one is done: {still}"
     assert done.chunk_count == 1
-    assert service.wait_idle(300)
-    whole = next(d for d in service.documents() if d.name == "big.txt")
+    assert kb.wait_idle(300)
+    whole = next(d for d in kb.documents() if d.name == "big.txt")
     assert whole.status == "ok" and whole.chunk_count <= 120 and whole.note and "Indexed in part" in whole.note
+
+
+def test_a_small_file_dropped_after_a_big_one_is_indexed_first(tmp_path: Path, embedder: Embedder) -> None:
+    options = KnowledgeOptions(watch=False, large_file_mb=0.1, max_chunks=120)
+    with service_with(tmp_path, embedder, options) as kb:
+        small_after_big(kb, tmp_path)
+
+
+def test_a_small_file_with_a_long_document_in_it_moves_to_the_large_lane(tmp_path: Path, embedder: Embedder) -> None:
+    """Under `large_file_mb` on disk (as a compressed PDF or a .docx can be), but over `small_lane_chunks`."""
+    options = KnowledgeOptions(watch=False, large_file_mb=10, small_lane_chunks=30, max_chunks=120)
+    with service_with(tmp_path, embedder, options) as kb:
+        small_after_big(kb, tmp_path)
+        assert "moved" not in {p.state for p in kb.progress().finished}

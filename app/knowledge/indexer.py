@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +26,7 @@ from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, int, int], None]  # (phase, pages done, pages in the document)
-Outcome = Literal["indexed", "unchanged", "duplicate", "error", "removed", "reembedded"]
+Outcome = Literal["indexed", "unchanged", "duplicate", "error", "removed", "reembedded", "moved"]
 _SAVE_PROGRESS_EVERY_S = 0.5
 
 
@@ -42,6 +42,7 @@ class Job:
     collection: str = "default"
     force: bool = False
     password: str | None = field(default=None, repr=False)
+    large: bool = False  # indexed in the lane of large files, whatever the size of its file
 
     @property
     def key(self) -> str:
@@ -78,13 +79,15 @@ class Indexer:
         with self._readers_lock:
             return self._readers.setdefault(threading.get_ident(), Reader())
 
-    def run(self, job: Job, *, report: Report, cancelled: Callable[[], bool]) -> Result:
+    def run(self, job: Job, *, report: Report, cancelled: Callable[[], bool], small_lane: bool = False) -> Result:
+        """Index `job`. In the lane of small files, a document found to have more than
+        `small_lane_chunks` passages (a compressed PDF, a .docx) is handed on to the other lane."""
         if job.kind == "reembed":
             assert job.document_id is not None
             return self._reembed(job.document_id, report=report, cancelled=cancelled)
         assert job.path is not None
         try:
-            return self._index(job, report=report, cancelled=cancelled)
+            return self._index(job, report=report, cancelled=cancelled, small_lane=small_lane)
         except Cancelled:
             raise
         except Exception as err:  # recorded for the user; the queue carries on with the next file
@@ -97,7 +100,7 @@ class Indexer:
                 self.store.record_failure(doc.id, None, status="error", kind="internal", message=message)
             return Result("error", message)
 
-    def _index(self, job: Job, *, report: Report, cancelled: Callable[[], bool]) -> Result:
+    def _index(self, job: Job, *, report: Report, cancelled: Callable[[], bool], small_lane: bool) -> Result:
         path = job.path
         assert path is not None
         if not path.is_file():
@@ -121,14 +124,15 @@ class Indexer:
                 doc_id, state, status="duplicate", kind=None, message=message, duplicate_of=same.id
             )
             return Result("duplicate", message)
-        result = self._load_and_store(job, doc_id, state, report=report, cancelled=cancelled)
-        if existing and existing.sha256 != state.sha256:
+        result = self._load_and_store(job, doc_id, state, report=report, cancelled=cancelled, small_lane=small_lane)
+        if existing and existing.sha256 != state.sha256 and result.outcome != "moved":
             result.follow_up.extend(self._copies_of(doc_id))
         return result
 
     def _load_and_store(
-        self, job: Job, doc_id: int, state: FileState, *, report: Report, cancelled: Callable[[], bool]
-    ) -> Result:
+        self, job: Job, doc_id: int, state: FileState, *, report: Report, cancelled: Callable[[], bool],
+        small_lane: bool,
+    ) -> Result:  # fmt: skip
         path = job.path
         assert path is not None
         self.store.mark(doc_id, status="indexing")
@@ -144,6 +148,8 @@ class Indexer:
         except OSError as err:
             return self._unreadable(doc_id, path, err)
         loaded, chunks = self._chunks(loaded)
+        if small_lane and len(chunks) > self.options.small_lane_chunks:
+            return Result("moved", follow_up=[replace(job, large=True)])
         total = len(loaded.pages)
         vectors = self._embed([c.text for c in chunks], [c.tokens for c in chunks], total, saver, cancelled)
         report("saving", total, total)

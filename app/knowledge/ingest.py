@@ -3,7 +3,8 @@
 Jobs are keyed by path (or document): a file queued twice runs once; a file changed while it is
 being indexed is queued again and runs after. Each job goes to a lane — small files, or large files
 and re-embeddings (`lane_of`) — and each lane indexes one file at a time, so a small file dropped
-after a big one does not wait for it (embedding is CPU heavy: two lanes at most). `progress()` is a
+after a big one does not wait for it (embedding is CPU heavy: two lanes at most). A small file that
+turns out to be a long document is handed on to the large lane (outcome "moved"). `progress()` is a
 snapshot — the files being worked on with their pages done/total, the files waiting, and the last
 files finished.
 """
@@ -21,7 +22,7 @@ from app.knowledge.indexer import Cancelled, Job, Report, Result
 
 log = logging.getLogger(__name__)
 
-Runner = Callable[..., Result]  # Indexer.run(job, *, report, cancelled)
+Runner = Callable[..., Result]  # Indexer.run(job, *, report, cancelled, small_lane)
 Lane = Literal["small", "large"]
 LANES: tuple[Lane, ...] = ("small", "large")
 _RECENT = 50
@@ -93,7 +94,10 @@ class IngestQueue:
                 for pending in self._pending.values():  # one run, with the strongest wishes of both requests
                     earlier = pending.pop(job.key, None)
                     if earlier is not None:
-                        job = replace(job, force=job.force or earlier.force, password=job.password or earlier.password)
+                        job = replace(
+                            job, force=job.force or earlier.force, password=job.password or earlier.password,
+                            large=job.large or earlier.large,
+                        )  # fmt: skip
                 self._pending[lane][job.key] = job
             self._cond.notify_all()
 
@@ -132,8 +136,12 @@ class IngestQueue:
     def _execute(self, lane: Lane, job: Job) -> None:
         report: Report = lambda phase, done, total: self._set_active(lane, job, phase, done, total)  # noqa: E731
         try:
-            result = self._run(job, report=report, cancelled=self._stopping.is_set)
-            final = FileProgress(str(job.path or ""), job.name, result.outcome, message=result.message)
+            result = self._run(job, report=report, cancelled=self._stopping.is_set, small_lane=lane == "small")
+            final: FileProgress | None = FileProgress(
+                str(job.path or ""), job.name, result.outcome, message=result.message
+            )
+            if result.outcome == "moved":  # bigger than its file looked: it waits in the other lane
+                final = None
             self.submit(result.follow_up)
         except Cancelled:
             final = FileProgress(
@@ -143,7 +151,8 @@ class IngestQueue:
             log.exception("indexing %s failed", job.name)
             final = FileProgress(str(job.path or ""), job.name, "error", message=f"Indexing failed: {err}")
         with self._cond:
-            self._finished.append(final)
+            if final is not None:
+                self._finished.append(final)
             del self._active[lane], self._active_keys[lane]
             self._cond.notify_all()
 

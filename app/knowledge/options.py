@@ -16,6 +16,7 @@ class KnowledgeOptions:
     max_pages: int = 2000  # pages read of one document; the rest is left out, and it says so
     max_chunks: int = 5000  # chunks embedded of one document; the rest is left out, and it says so
     large_file_mb: float = 4.0  # larger files are indexed in a lane of their own (never ahead of small ones)
+    small_lane_chunks: int = 400  # a smaller file with more passages moves to that lane (about a minute of embedding)
     page_chars: int = 3000  # size of a pseudo-page of a text file
     chunk_tokens: int = 200  # word pieces per chunk (MiniLM reads at most 254)
     chunk_overlap: int = 30  # word pieces shared by neighbouring chunks (whole sentences)

@@ -161,7 +161,7 @@ class KnowledgeService:
 
     def _lane(self, job: Job) -> Lane:
         """Large files and re-embeddings (whole documents) queue apart from small files."""
-        if job.path is None:
+        if job.path is None or job.large:
             return "large"
         try:
             size = job.path.stat().st_size
