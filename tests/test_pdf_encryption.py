@@ -26,8 +26,10 @@ ALGORITHMS = ["RC4-128", "AES-128", "AES-256"]
 SECRET = "Cards cool at forty degrees"
 
 
-def encrypted_pdf(path: Path, *, algorithm: str, user_password: str) -> Path:
+def encrypted_pdf(path: Path, *, algorithm: str, user_password: str, blank_pages: int = 0) -> Path:
     writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(BytesIO(text_pdf(SECRET))))
+    for _ in range(blank_pages):
+        writer.add_blank_page()
     writer.encrypt(user_password=user_password, owner_password="owner-secret", algorithm=algorithm)
     with path.open("wb") as out:
         writer.write(out)
@@ -92,7 +94,10 @@ def test_aes_pdfs_get_the_unlock_flow_of_the_documents_tab(service: KnowledgeSer
 def test_aes_pdfs_open_through_the_running_appliance(appliance: Appliance, tmp_path: Path) -> None:
     """The Documents tab's route: upload, the "password-protected" status, the password, indexed."""
     c = Client(appliance.url, verbose=False)
-    paths = [encrypted_pdf(tmp_path / f"tab-{a}.pdf", algorithm=a, user_password="open sesame") for a in ALGORITHMS[1:]]
+    paths = [
+        encrypted_pdf(tmp_path / f"tab-{a}.pdf", algorithm=a, user_password="open sesame", blank_pages=n)
+        for n, a in enumerate(ALGORITHMS[1:])
+    ]
     c.predict([handle_file(str(p)) for p in paths], api_name="/ingest")
 
     def listed(wanted: str) -> list[dict[str, Any]] | None:
@@ -103,5 +108,8 @@ def test_aes_pdfs_open_through_the_running_appliance(appliance: Appliance, tmp_p
     for locked in wait_until(lambda: listed("error"), timeout=120, every=0.5):
         assert locked["error_kind"] == "encrypted" and "password-protected" in locked["error"], locked
         c.predict(locked["id"], "open sesame", api_name="/unlock")
-    for opened in wait_until(lambda: listed("ok"), timeout=120, every=0.5):
-        assert opened["pages"] == 1 and opened["chunks"] == 1
+    aes128, aes256 = wait_until(lambda: listed("ok"), timeout=120, every=0.5)
+    assert (aes128["pages"], aes128["chunks"], aes128["note"]) == (1, 1, None)
+    assert (aes256["pages"], aes256["chunks"]) == (2, 1)
+    assert aes256["note"] == "1 of 2 pages has no text layer (page 2): they look like scanned images and OCR is not " \
+        "available, so they are not searchable."
