@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from app.knowledge.loaders import LoadError, ReadLimits, load
+from app.knowledge.loaders import LoadError, Reader, ReadLimits, load
 from app.knowledge.loaders.decoding import decode_text
 from app.knowledge.loaders.text import paginate
-from tests.test_knowledge_fixtures import worker_children
+from tests.test_knowledge_fixtures import slow_pdf, worker_children
 
 MB = 2**20
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -132,3 +132,24 @@ def test_pagination_is_linear_in_the_text() -> None:
     pages = paginate(text, page_chars=3000)
     assert time.monotonic() - started < 3
     assert len(pages) > 40 * MB // 3000 and "".join(p.text for p in pages) == text.strip("\n")
+
+
+def test_a_kept_reader_serves_document_after_document_and_starts_afresh_after_a_bad_one(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nCard 2 was replaced.")
+    slow = tmp_path / "slow.pdf"
+    slow.write_bytes(slow_pdf())
+    reader = Reader()
+    try:
+        for _ in range(3):
+            assert load(notes, max_bytes=MB, reader=reader).pages[0].text == "# Notes\n\nCard 2 was replaced."
+        kept = worker_children(os.getpid())
+        assert len(kept) == 1, "one process serves one document after another"
+        with pytest.raises(LoadError) as caught:
+            load(slow, max_bytes=MB, reader=reader, timeout_s=1.5)
+        assert caught.value.kind == "timeout" and worker_children(os.getpid()) == []
+        assert load(notes, max_bytes=MB, reader=reader).pages[0].text.startswith("# Notes")
+        assert worker_children(os.getpid()) not in ([], kept), "a fresh process after the timeout"
+    finally:
+        reader.close()
+    assert worker_children(os.getpid()) == []

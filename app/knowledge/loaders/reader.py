@@ -58,6 +58,8 @@ class Reader:
     def read(
         self, path: Path, *, format: str, password: str | None, limits: ReadLimits, on_page: PageCallback | None = None
     ) -> LoadedDocument:
+        if self._child is not None and self._child.poll() is not None:
+            self._end()  # the kept process died while idle (killed from outside): start afresh
         child = self._start(limits.memory_mb)
         request = {
             "path": str(path), "format": format, "password": password, "cpu_s": max(1, int(limits.timeout_s) + 5),
