@@ -83,7 +83,11 @@ def build_context(settings: Settings) -> AppContext:
     engine.hold_when(telemetry.thermal_hold)
     admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
     embedder = Embedder.packaged(threads=settings.embed_threads)
-    options = KnowledgeOptions(max_file_mb=settings.max_upload_mb, watch=settings.kb_watch)
+    options = KnowledgeOptions(
+        max_file_mb=settings.max_upload_mb, watch=settings.kb_watch, read_timeout_s=settings.doc_timeout_s,
+        read_memory_mb=settings.doc_memory_mb, max_unpacked_mb=settings.doc_max_unpacked_mb,
+        max_pages=settings.doc_max_pages, max_chunks=settings.doc_max_chunks, large_file_mb=settings.large_file_mb,
+    )  # fmt: skip
     # its own connection: long indexing transactions must not make chat writes wait on a shared lock
     knowledge = KnowledgeService(
         Locked(open_database(settings.db_path)), embedder, kb_dir=settings.kb_dir, options=options

@@ -45,6 +45,28 @@ class Settings(BaseSettings):
     max_upload_mb: int = Field(200, ge=1, description="Largest file a browser may upload, in MiB.")
     kb_dir: Path = Field(Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
     kb_watch: bool = Field(True, description="Watch kb_dir for new, changed and deleted files.")
+    doc_timeout_s: float = Field(
+        300.0, gt=0, description="A document's reader process (every format) is stopped after this many seconds."
+    )
+    doc_memory_mb: int = Field(
+        1024, ge=128, description="Memory (address space) of a document's reader process, in MiB."
+    )
+    doc_max_unpacked_mb: float = Field(
+        100.0, gt=0, description="A .docx whose text XML unpacks to more than this many MiB is refused (zip bombs)."
+    )
+    doc_max_pages: int = Field(
+        2000,
+        ge=1,
+        description="Pages read of one document (text: 3,000-character pages); the rest is left out, saying so.",
+    )
+    doc_max_chunks: int = Field(
+        5000, ge=1, description="Passages embedded of one document; the pages after them are left out, saying so."
+    )
+    large_file_mb: float = Field(
+        4.0,
+        gt=0,
+        description="Files larger than this (MiB) are indexed one at a time in a lane of their own, beside small ones.",
+    )
     embed_threads: int = Field(1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
     embed_max_inputs: int = Field(256, ge=1, description="Most texts one /v1/embeddings request may send.")
     embed_max_chars: int = Field(

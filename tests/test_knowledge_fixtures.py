@@ -91,6 +91,6 @@ def worker_children(parent_pid: int) -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == parent_pid and b"pdf_worker" in cmdline and fields[0] != "Z":
+        if int(fields[1]) == parent_pid and b"app.knowledge.loaders.worker" in cmdline and fields[0] != "Z":
             found.append(int(stat.parent.name))
     return found

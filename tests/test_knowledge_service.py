@@ -18,7 +18,7 @@ from tests.documents import all_chinese, encrypted, long_text
 from tests.library import PASSWORD, handbook
 from tests.test_knowledge_fixtures import eventually, slow_pdf
 
-FAST = KnowledgeOptions(watch=False, pdf_timeout_s=20)
+FAST = KnowledgeOptions(watch=False, read_timeout_s=20)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_hostile_files_get_clear_statuses_and_the_queue_carries_on(tmp_path: Pat
     }
     for name, data in samples.items():
         (files / name).write_bytes(data)
-    options = KnowledgeOptions(watch=False, pdf_timeout_s=1.5)
+    options = KnowledgeOptions(watch=False, read_timeout_s=1.5)
     kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=None, options=options)
     kb.start()
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -134,18 +135,25 @@ class Embedder:
 
 
 class _Turns:
-    """A turn at the model for one caller at a time; waiting foreground callers go before background ones."""
+    """A turn at the model for one caller at a time; waiting foreground callers go before background ones,
+    and background callers (the indexing lanes) take turns in the order they asked, so none starves."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._busy = False
         self._foreground_waiting = 0
+        self._background: deque[object] = deque()
 
     @contextmanager
     def turn(self, *, background: bool) -> Iterator[None]:
         with self._cond:
             if background:
-                self._cond.wait_for(lambda: not self._busy and not self._foreground_waiting)
+                ticket = object()
+                self._background.append(ticket)
+                self._cond.wait_for(
+                    lambda: not self._busy and not self._foreground_waiting and self._background[0] is ticket
+                )
+                self._background.popleft()
             else:
                 self._foreground_waiting += 1
                 self._cond.wait_for(lambda: not self._busy)

@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from app.knowledge.chunking import chunk_pages
+from app.knowledge.chunking import Chunk, chunk_pages
 from app.knowledge.embedder import Embedder
-from app.knowledge.loaders import LoadError, load
+from app.knowledge.loaders import LoadedDocument, LoadError, Reader, load
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
 from app.knowledge.uploads import UploadError, is_regular_file, open_regular
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, int, int], None]  # (phase, pages done, pages in the document)
-Outcome = Literal["indexed", "unchanged", "duplicate", "error", "removed", "reembedded"]
+Outcome = Literal["indexed", "unchanged", "duplicate", "error", "removed", "reembedded", "moved"]
 _SAVE_PROGRESS_EVERY_S = 0.5
 
 
@@ -42,6 +43,7 @@ class Job:
     collection: str = "default"
     force: bool = False
     password: str | None = field(default=None, repr=False)
+    large: bool = False  # indexed in the lane of large files, whatever the size of its file
 
     @property
     def key(self) -> str:
@@ -64,14 +66,29 @@ class Indexer:
         self.store = store
         self.embedder = embedder
         self.options = options
+        self._readers: dict[int, Reader] = {}  # a reader process per indexing thread, kept between files
+        self._readers_lock = threading.Lock()
 
-    def run(self, job: Job, *, report: Report, cancelled: Callable[[], bool]) -> Result:
+    def close(self) -> None:
+        """End the reader processes (the next file starts one again)."""
+        with self._readers_lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()
+
+    def _reader(self) -> Reader:
+        with self._readers_lock:
+            return self._readers.setdefault(threading.get_ident(), Reader())
+
+    def run(self, job: Job, *, report: Report, cancelled: Callable[[], bool], small_lane: bool = False) -> Result:
+        """Index `job`. In the lane of small files, a document found to have more than
+        `small_lane_chunks` passages (a compressed PDF, a .docx) is handed on to the other lane."""
         if job.kind == "reembed":
             assert job.document_id is not None
             return self._reembed(job.document_id, report=report, cancelled=cancelled)
         assert job.path is not None
         try:
-            return self._index(job, report=report, cancelled=cancelled)
+            return self._index(job, report=report, cancelled=cancelled, small_lane=small_lane)
         except Cancelled:
             raise
         except Exception as err:  # recorded for the user; the queue carries on with the next file
@@ -84,7 +101,7 @@ class Indexer:
                 self.store.record_failure(doc.id, None, status="error", kind="internal", message=message)
             return Result("error", message)
 
-    def _index(self, job: Job, *, report: Report, cancelled: Callable[[], bool]) -> Result:
+    def _index(self, job: Job, *, report: Report, cancelled: Callable[[], bool], small_lane: bool) -> Result:
         path = job.path
         assert path is not None
         if not is_regular_file(path):  # gone, or a symlink, device or FIFO: never read through it
@@ -108,38 +125,56 @@ class Indexer:
                 doc_id, state, status="duplicate", kind=None, message=message, duplicate_of=same.id
             )
             return Result("duplicate", message)
-        result = self._load_and_store(job, doc_id, state, report=report, cancelled=cancelled)
-        if existing and existing.sha256 != state.sha256:
+        result = self._load_and_store(job, doc_id, state, report=report, cancelled=cancelled, small_lane=small_lane)
+        if existing and existing.sha256 != state.sha256 and result.outcome != "moved":
             result.follow_up.extend(self._copies_of(doc_id))
         return result
 
     def _load_and_store(
-        self, job: Job, doc_id: int, state: FileState, *, report: Report, cancelled: Callable[[], bool]
-    ) -> Result:
+        self, job: Job, doc_id: int, state: FileState, *, report: Report, cancelled: Callable[[], bool],
+        small_lane: bool,
+    ) -> Result:  # fmt: skip
         path = job.path
         assert path is not None
         self.store.mark(doc_id, status="indexing")
         saver = _ProgressSaver(self.store, doc_id, report)
         try:
             loaded = load(
-                path, max_bytes=self.options.max_file_bytes, password=job.password,
-                timeout_s=self.options.pdf_timeout_s, memory_mb=self.options.pdf_memory_mb,
-                page_chars=self.options.page_chars, on_page=lambda done, total: saver("reading", done, total),
+                path, max_bytes=self.options.max_file_bytes, password=job.password, limits=self.options.read_limits,
+                on_page=lambda done, total: saver("reading", done, max(done, total)), reader=self._reader(),
             )  # fmt: skip
         except LoadError as err:
             self.store.record_failure(doc_id, state, status="error", kind=err.kind, message=err.message)
             return Result("error", err.message)
         except OSError as err:
             return self._unreadable(doc_id, path, err)
-        options = self.options
-        chunks = chunk_pages(
-            loaded.pages, self.embedder, target_tokens=options.chunk_tokens, overlap_tokens=options.chunk_overlap
-        )
+        loaded, chunks = self._chunks(loaded)
+        if small_lane and len(chunks) > self.options.small_lane_chunks:
+            return Result("moved", follow_up=[replace(job, large=True)])
         total = len(loaded.pages)
         vectors = self._embed([c.text for c in chunks], [c.tokens for c in chunks], total, saver, cancelled)
         report("saving", total, total)
         self.store.replace_content(doc_id, state, pages=loaded.pages, chunks=chunks, vectors=vectors, note=loaded.note)
         return Result("indexed", loaded.note)
+
+    def _chunks(self, loaded: LoadedDocument) -> tuple[LoadedDocument, list[Chunk]]:
+        """The document's chunks, at most `max_chunks` of them: the pages after the last one kept are
+        left out (and the document says so)."""
+        options = self.options
+        chunks = chunk_pages(
+            loaded.pages, self.embedder, target_tokens=options.chunk_tokens, overlap_tokens=options.chunk_overlap
+        )
+        if len(chunks) <= options.max_chunks:
+            return loaded, chunks
+        last = chunks[options.max_chunks - 1].page
+        kept = [c for c in chunks if c.page < last] if last > loaded.pages[0].number else chunks[: options.max_chunks]
+        more = " or more" if loaded.partial else ""
+        why = (
+            f"Indexed in part: only pages up to {kept[-1].page} ({len(kept)} of its {len(chunks)}{more} passages) were "
+            f"indexed (the limit is {options.max_chunks} passages per document); the rest is left out. Split the "
+            "document to index all of it."
+        )
+        return loaded.cut(kept[-1].page, why), kept
 
     def _unreadable(self, doc_id: int, path: Path, err: OSError) -> Result:
         message = f"{path.name} could not be read ({err.strerror or err}). Check that the file is readable."

@@ -1,8 +1,12 @@
-"""The ingestion queue: one worker thread (embedding is CPU heavy), progress a UI can poll.
+"""The ingestion queue: worker threads by size class, progress a UI can poll.
 
 Jobs are keyed by path (or document): a file queued twice runs once; a file changed while it is
-being indexed is queued again and runs after. `progress()` is a snapshot — the file being worked
-on with its pages done/total, the files waiting, and the last files finished.
+being indexed is queued again and runs after. Each job goes to a lane — small files, or large files
+and re-embeddings (`lane_of`) — and each lane indexes one file at a time, so a small file dropped
+after a big one does not wait for it (embedding is CPU heavy: two lanes at most). A small file that
+turns out to be a long document is handed on to the large lane (outcome "moved"). `progress()` is a
+snapshot — the files being worked on with their pages done/total, the files waiting, and the last
+files finished.
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from app.knowledge.indexer import Cancelled, Job, Report, Result
 
 log = logging.getLogger(__name__)
 
-Runner = Callable[..., Result]  # Indexer.run(job, *, report, cancelled)
+Runner = Callable[..., Result]  # Indexer.run(job, *, report, cancelled, small_lane)
+Lane = Literal["small", "large"]
+LANES: tuple[Lane, ...] = ("small", "large")
 _RECENT = 50
 _LISTED_QUEUED = 100
 
@@ -35,78 +42,106 @@ class FileProgress:
 
 @dataclass(frozen=True)
 class IngestProgress:
-    active: FileProgress | None
-    queued: list[FileProgress]  # the first 100 waiting, in order
+    running: list[FileProgress]  # one per lane at most: small files first
+    queued: list[FileProgress]  # the first 100 waiting, small files first
     queued_count: int
     finished: list[FileProgress]  # the last 50, newest first
 
     @property
+    def active(self) -> FileProgress | None:
+        return self.running[0] if self.running else None
+
+    @property
     def idle(self) -> bool:
-        return self.active is None and self.queued_count == 0
+        return not self.running and self.queued_count == 0
 
 
 class IngestQueue:
-    def __init__(self, run: Runner) -> None:
+    def __init__(self, run: Runner, *, lane_of: Callable[[Job], Lane] = lambda job: "small") -> None:
         self._run = run
-        self._pending: OrderedDict[str, Job] = OrderedDict()
-        self._active: FileProgress | None = None
+        self._lane_of = lane_of
+        self._pending: dict[Lane, OrderedDict[str, Job]] = {lane: OrderedDict() for lane in LANES}
+        self._active: dict[Lane, FileProgress] = {}
+        self._active_keys: dict[Lane, str] = {}
         self._finished: deque[FileProgress] = deque(maxlen=_RECENT)
         self._cond = threading.Condition()
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         with self._cond:
-            if self._thread is not None:
+            if self._threads:
                 return
             self._stopping.clear()
-            self._thread = threading.Thread(target=self._work, name="knowledge-ingest", daemon=True)
-            self._thread.start()
+            for lane in LANES:
+                thread = threading.Thread(target=self._work, args=(lane,), name=f"knowledge-ingest-{lane}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish at the next safe point; an interrupted document stays queued for the next start."""
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
-            thread, self._thread = self._thread, None
-        if thread is not None:
+            threads, self._threads = self._threads, []
+        for thread in threads:
             thread.join(timeout)
 
     def submit(self, jobs: Iterable[Job]) -> None:
-        jobs = list(jobs)  # built before taking the lock: making a job may read the store
+        lanes = [(job, self._lane_of(job)) for job in jobs]  # before taking the lock: it may stat files
         with self._cond:
-            for job in jobs:
-                earlier = self._pending.pop(job.key, None)
-                if earlier is not None:  # one run, with the strongest wishes of both requests
-                    job = replace(job, force=job.force or earlier.force, password=job.password or earlier.password)
-                self._pending[job.key] = job
+            for job, lane in lanes:
+                for pending in self._pending.values():  # one run, with the strongest wishes of both requests
+                    earlier = pending.pop(job.key, None)
+                    if earlier is not None:
+                        job = replace(
+                            job, force=job.force or earlier.force, password=job.password or earlier.password,
+                            large=job.large or earlier.large,
+                        )  # fmt: skip
+                self._pending[lane][job.key] = job
             self._cond.notify_all()
 
     def progress(self) -> IngestProgress:
         with self._cond:
-            queued = [_queued(job) for job, _ in zip(self._pending.values(), range(_LISTED_QUEUED), strict=False)]
-            return IngestProgress(self._active, queued, len(self._pending), list(reversed(self._finished)))
+            waiting = (job for lane in LANES for job in self._pending[lane].values())
+            queued = [_queued(job) for job, _ in zip(waiting, range(_LISTED_QUEUED), strict=False)]
+            running = [self._active[lane] for lane in LANES if lane in self._active]
+            return IngestProgress(running, queued, self._queued_count(), list(reversed(self._finished)))
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once nothing is queued or running (False if `timeout` passed first)."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._pending and self._active is None, timeout)
+            return self._cond.wait_for(lambda: not self._queued_count() and not self._active, timeout)
 
-    def _work(self) -> None:
+    def _queued_count(self) -> int:
+        return sum(len(pending) for pending in self._pending.values())
+
+    def _work(self, lane: Lane) -> None:
         while not self._stopping.is_set():
             with self._cond:
-                self._cond.wait_for(lambda: self._pending or self._stopping.is_set(), timeout=1.0)
-                if self._stopping.is_set() or not self._pending:
+                self._cond.wait_for(lambda: self._next(lane) is not None or self._stopping.is_set(), timeout=1.0)
+                job = self._next(lane)
+                if self._stopping.is_set() or job is None:
                     continue
-                _, job = self._pending.popitem(last=False)
-                self._active = _queued(job)
-            self._execute(job)
+                del self._pending[lane][job.key]
+                self._active[lane] = _queued(job)
+                self._active_keys[lane] = job.key
+            self._execute(lane, job)
 
-    def _execute(self, job: Job) -> None:
-        report: Report = lambda phase, done, total: self._set_active(job, phase, done, total)  # noqa: E731
+    def _next(self, lane: Lane) -> Job | None:
+        """The lane's first job whose file is not being indexed in the other lane right now."""
+        busy = set(self._active_keys.values())
+        return next((job for key, job in self._pending[lane].items() if key not in busy), None)
+
+    def _execute(self, lane: Lane, job: Job) -> None:
+        report: Report = lambda phase, done, total: self._set_active(lane, job, phase, done, total)  # noqa: E731
         try:
-            result = self._run(job, report=report, cancelled=self._stopping.is_set)
-            final = FileProgress(str(job.path or ""), job.name, result.outcome, message=result.message)
+            result = self._run(job, report=report, cancelled=self._stopping.is_set, small_lane=lane == "small")
+            final: FileProgress | None = FileProgress(
+                str(job.path or ""), job.name, result.outcome, message=result.message
+            )
+            if result.outcome == "moved":  # bigger than its file looked: it waits in the other lane
+                final = None
             self.submit(result.follow_up)
         except Cancelled:
             final = FileProgress(
@@ -116,13 +151,14 @@ class IngestQueue:
             log.exception("indexing %s failed", job.name)
             final = FileProgress(str(job.path or ""), job.name, "error", message=f"Indexing failed: {err}")
         with self._cond:
-            self._finished.append(final)
-            self._active = None
+            if final is not None:
+                self._finished.append(final)
+            del self._active[lane], self._active_keys[lane]
             self._cond.notify_all()
 
-    def _set_active(self, job: Job, phase: str, done: int, total: int) -> None:
+    def _set_active(self, lane: Lane, job: Job, phase: str, done: int, total: int) -> None:
         with self._cond:
-            self._active = FileProgress(str(job.path or ""), job.name, phase, done, total)
+            self._active[lane] = FileProgress(str(job.path or ""), job.name, phase, done, total)
 
 
 def _queued(job: Job) -> FileProgress:

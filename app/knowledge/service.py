@@ -1,6 +1,6 @@
 """The knowledge base as one service: what the UI, the Q&A code and the API talk to.
 
-It owns the store, the ingestion queue (one worker thread) and the kb-folder watcher. Nothing runs
+It owns the store, the ingestion queue (a worker thread per size class) and the kb-folder watcher. Nothing runs
 until `start()`; `stop()` ends the threads (a document being indexed resumes at the next start).
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from app.database import Locked
 from app.knowledge.embedder import Embedder
 from app.knowledge.indexer import Indexer, Job, reembed_jobs
-from app.knowledge.ingest import IngestProgress, IngestQueue
+from app.knowledge.ingest import IngestProgress, IngestQueue, Lane
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.search import Hit, hybrid_search
 from app.knowledge.store import DocumentInfo, KnowledgeStore, StoredChunk
@@ -32,7 +32,8 @@ class KnowledgeService:
         self.embedder = embedder
         self.kb_dir = kb_dir.resolve() if kb_dir is not None else None
         self.store = KnowledgeStore(database, model=embedder.name)
-        self._queue = IngestQueue(Indexer(self.store, embedder, self.options).run)
+        self._indexer = Indexer(self.store, embedder, self.options)
+        self._queue = IngestQueue(self._indexer.run, lane_of=self._lane)
         self._search_pool: ThreadPoolExecutor | None = None  # full-text side of a search, beside the vectors
         self._watcher: KbWatcher | None = None
         if self.kb_dir is not None and self.options.watch:
@@ -64,6 +65,7 @@ class KnowledgeService:
         if self._watcher is not None:
             self._watcher.stop()
         self._queue.stop()
+        self._indexer.close()
         pool, self._search_pool = self._search_pool, None
         if pool is not None:
             pool.shutdown(wait=True)
@@ -157,6 +159,16 @@ class KnowledgeService:
 
     def _submit_paths(self, paths: list[Path]) -> None:
         self._queue.submit(Job("index", p, collection=self._collection(p)) for p in paths)
+
+    def _lane(self, job: Job) -> Lane:
+        """Large files and re-embeddings (whole documents) queue apart from small files."""
+        if job.path is None or job.large:
+            return "large"
+        try:
+            size = job.path.stat().st_size
+        except OSError:
+            return "small"  # a vanished file: its removal is quick
+        return "large" if size > self.options.large_file_mb * 2**20 else "small"
 
     def _collection(self, path: Path) -> str:
         """Files in a sub-folder of kb/ belong to the collection named after it."""

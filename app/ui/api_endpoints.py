@@ -71,10 +71,12 @@ def register(ctx: AppContext) -> None:
         return ctx.admin.load_progress()
 
     def documents() -> list[dict[str, Any]]:
-        """Every document in the knowledge base with its status, pages, chunks and any error."""
+        """Every document in the knowledge base with its status, pages, chunks, any error, and any note
+        (pages without text; "Indexed in part: …" for a document longer than the limits)."""
         return [
             {"id": d.id, "name": d.name, "collection": d.collection, "status": d.status, "pages": d.pages_total,
-             "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error}
+             "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error,
+             "note": d.note}
             for d in ctx.knowledge.documents()
         ]
 

@@ -110,8 +110,7 @@ def build(ctx: AppContext) -> gr.Timer:
 def _progress_line(progress: Any) -> str:
     if progress.idle:
         return "All documents are indexed."
-    active = progress.active
-    now = f"indexing **{active.name}**: page {active.pages_done} of {active.pages_total}" if active else ""
+    now = " · ".join(f"indexing **{a.name}**: page {a.pages_done} of {a.pages_total}" for a in progress.running)
     return f"{now}{' · ' if now else ''}{progress.queued_count} waiting"
 
 

@@ -1,20 +1,23 @@
 """Loaders: a file in, its pages out — or a `LoadError` that says what is wrong, for people.
 
-PDFs are parsed in a child process under a time and memory limit (`pdf.py`); text formats are
-decoded here and cut into pseudo-pages of about one printed page (`text.py`).
+Every format is read in a child process under a time and memory limit (`reader.py` starts it,
+`worker.py` is it): PDFs by pypdf, text formats decoded as a stream and cut into pseudo-pages of
+about one printed page (`text.py`), HTML and Word parsed as streams (`html.py`, `docx.py`). A
+document longer than `ReadLimits.max_pages` is read in part, and says so.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from app.knowledge.loaders.docx import docx_text
-from app.knowledge.loaders.html import html_text
-from app.knowledge.loaders.pdf import PageCallback, load_pdf
-from app.knowledge.loaders.text import load_csv, load_text, paginate
+from app.knowledge.loaders.reader import PageCallback, Reader, ReadLimits, read_document
 from app.knowledge.loaders.types import ERROR_KINDS, ErrorKind, LoadedDocument, LoadError, Page
 
-__all__ = ["ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "load", "supported"]
+__all__ = [
+    "ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "ReadLimits", "Reader", "load",
+    "supported",
+]  # fmt: skip
 
 SUPPORTED = {
     ".pdf": "PDF",
@@ -27,6 +30,7 @@ SUPPORTED = {
     ".htm": "HTML",
     ".csv": "CSV",
 }
+_FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".csv": "csv"}
 _MB = 2**20
 
 
@@ -39,12 +43,18 @@ def load(
     *,
     max_bytes: int,
     password: str | None = None,
-    timeout_s: float = 120.0,
-    memory_mb: int = 1024,
-    page_chars: int = 3000,
+    limits: ReadLimits | None = None,
     on_page: PageCallback | None = None,
+    timeout_s: float | None = None,
+    memory_mb: int | None = None,
+    reader: Reader | None = None,
 ) -> LoadedDocument:
-    """The pages of `path`. Raises LoadError for files that cannot be indexed, OSError if unreadable."""
+    """The pages of `path`. Raises LoadError for files that cannot be indexed, OSError if unreadable.
+
+    `limits` bound the reader process; `timeout_s` and `memory_mb`, when given, replace theirs. The
+    reading runs in `reader`'s process (kept between documents), or in a process of its own."""
+    limits = limits or ReadLimits()
+    limits = replace(limits, timeout_s=timeout_s or limits.timeout_s, memory_mb=memory_mb or limits.memory_mb)
     name = path.name
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
@@ -58,19 +68,7 @@ def load(
         )
     if size == 0:
         raise LoadError("empty", f"{name} is empty (0 bytes).")
-    if suffix == ".pdf":
-        return load_pdf(path, password=password, timeout_s=timeout_s, memory_mb=memory_mb, on_page=on_page)
-    data = path.read_bytes()
-    if suffix == ".csv":
-        pages = load_csv(data, name=name, page_chars=page_chars)
-    elif suffix in (".html", ".htm"):
-        pages = paginate(html_text(data, name=name), page_chars=page_chars)
-    elif suffix == ".docx":
-        pages = paginate(docx_text(data, name=name), page_chars=page_chars)
-    else:
-        pages = load_text(data, name=name, page_chars=page_chars)
-    if not pages:
-        raise LoadError("empty", f"{name} has no text to index.")
-    if on_page:
-        on_page(len(pages), len(pages))
-    return LoadedDocument(pages)
+    format = _FORMATS.get(suffix, "text")
+    if reader is not None:
+        return reader.read(path, format=format, password=password, limits=limits, on_page=on_page)
+    return read_document(path, format=format, password=password, limits=limits, on_page=on_page)

@@ -1,11 +1,15 @@
-"""HTML with the standard library's parser: visible text only, headings kept as Markdown headings."""
+"""HTML with the standard library's parser, fed a piece at a time: visible text only, headings kept
+as Markdown headings, whitespace collapsed as a browser shows it. What a browser does not show is
+left out — scripts, styles, and comments, also one left open to the end of the file."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
+from pathlib import Path
 
-from app.knowledge.loaders.text import decode_text
+from app.knowledge.loaders.decoding import read_text
 
 _SKIP = {"script", "style", "noscript", "template", "svg", "head"}
 _BLOCK = {
@@ -14,6 +18,8 @@ _BLOCK = {
 }  # fmt: skip
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_\-]+)""", re.IGNORECASE)
+_LAST_SPACE = re.compile(r"\s(?=\S*$)")
+_LONGEST_WORD = 1 << 16  # a "word" longer than this is passed on in parts
 
 
 class _TextCollector(HTMLParser):
@@ -51,23 +57,69 @@ class _TextCollector(HTMLParser):
             return
         self.parts.append(data if self._title or not data.isspace() else " ")
 
-    def text(self) -> str:
-        raw = "".join(self.parts)
-        lines = [" ".join(line.split()) for line in raw.split("\n")]
-        return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    def finish(self) -> None:
+        """End of file: a comment, declaration or tag left open shows nothing (as in a browser)."""
+        if self.rawdata.startswith("<"):  # the parser waits there for the end of a construct: none came
+            self.rawdata = ""
+        self.close()
+
+    def take(self) -> str:
+        text, self.parts = "".join(self.parts), []
+        return text
 
 
-def html_text(data: bytes, *, name: str) -> str:
-    declared = _CHARSET.search(data[:4096])
-    text: str | None = None
-    if declared:
-        try:
-            text = data.decode(declared.group(1).decode("ascii"))
-        except (LookupError, UnicodeDecodeError):
-            text = None
-    if text is None:
-        text = decode_text(data, name=name)
+def html_pieces(path: Path, *, name: str) -> Iterator[str]:
+    """The visible text of an HTML file, a piece at a time."""
+    with path.open("rb") as stream:
+        declared = _CHARSET.search(stream.read(4096))
+        stream.seek(0)
+        encoding = declared.group(1).decode("ascii") if declared else None
+        yield from visible_text(read_text(stream, name=name, size=path.stat().st_size, declared=encoding))
+
+
+def visible_text(pieces: Iterable[str]) -> Iterator[str]:
     collector = _TextCollector()
-    collector.feed(text)
-    collector.close()
-    return collector.text()
+    lines = _Lines()
+    for piece in pieces:
+        collector.feed(piece)
+        yield lines.take(collector.take())
+    collector.finish()
+    yield lines.take(collector.take(), final=True)
+
+
+class _Lines:
+    """Whitespace collapsed within each line, at most one blank line in a row, none at either end —
+    done on the stream: complete lines at once, a long line up to its last space."""
+
+    def __init__(self) -> None:
+        self.pending = ""  # the start of a line not yet complete
+        self.line_open = False  # words of the current line were given out
+        self.blank = False  # a blank line came since the last words
+        self.started = False
+
+    def take(self, raw: str, *, final: bool = False) -> str:
+        out: list[str] = []
+        *lines, self.pending = (self.pending + raw).split("\n")
+        for line in lines:
+            self._words(line.split(), out)
+            if not self.line_open and self.started:
+                self.blank = True
+            self.line_open = False
+        if final:
+            self._words(self.pending.split(), out)
+            self.pending = ""
+        elif (space := _LAST_SPACE.search(self.pending)) or len(self.pending) > _LONGEST_WORD:
+            at = space.start() if space else len(self.pending)
+            self._words(self.pending[:at].split(), out)
+            self.pending = self.pending[at:]
+        return "".join(out)
+
+    def _words(self, words: list[str], out: list[str]) -> None:
+        if not words:
+            return
+        if self.line_open:
+            out.append(" ")
+        elif self.started:
+            out.append("\n\n" if self.blank else "\n")
+        out.append(" ".join(words))
+        self.line_open, self.started, self.blank = True, True, False

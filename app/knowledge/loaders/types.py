@@ -22,10 +22,20 @@ class LoadedDocument:
     # pages (so page numbers stay true) and reported to the user
     blank_pages: list[int] = field(default_factory=list)
     failed_pages: list[int] = field(default_factory=list)
+    partial: str | None = None  # why only a part of the document was read, for people
+
+    def cut(self, last_page: int, why: str) -> LoadedDocument:
+        """The document up to `last_page`, saying why the rest is left out."""
+        return LoadedDocument(
+            [p for p in self.pages if p.number <= last_page],
+            blank_pages=[n for n in self.blank_pages if n <= last_page],
+            failed_pages=[n for n in self.failed_pages if n <= last_page],
+            partial=why,
+        )
 
     @property
     def note(self) -> str | None:
-        notes = []
+        notes = [self.partial] if self.partial else []
         if self.blank_pages:
             notes.append(
                 f"{_count(self.blank_pages, len(self.pages))} no text layer ({_listed(self.blank_pages)}): they look "
