@@ -92,7 +92,7 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
             assert json.loads(response.read())["engine"] == "ready"
         health = f"http://127.0.0.1:{port}/health"
-        card_health = f"http://127.0.0.1:{31273 + PORT_OFFSET}/health"
+        card_health = f"http://127.0.0.1:{31273 + PORT_OFFSET}/health"  # card 1: RPC 30273 + 1000
         first_card_pid = get_json(card_health)["pid"]
         os.kill(first_card_pid, signal.SIGKILL)  # a card agent dies: the launcher brings it back
         wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] != first_card_pid, 30)
