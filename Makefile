@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test run test lint bench clean
+.PHONY: setup setup-test run test test-fast test-clone lint bench clean
 
 setup:
 	@bash launcher/setup.sh
@@ -15,6 +15,17 @@ run: setup
 
 test: setup-test
 	@$(PY) -m pytest
+
+# The quick loop: no cards, no running appliance, no browser, no MiniLM, no corpus (markers come from
+# the fixtures a test uses, see tests/conftest.py). The embedder tests double its time; test-clone runs them.
+test-fast: setup-test
+	@$(PY) -m pytest -q -m "not cards and not appliance and not browser and not embedder and not corpus"
+
+# A fresh clone in an empty temporary folder (nothing beside it) passes every test that needs no cards,
+# no appliance and no browser (the knowledge tests on made documents included): the repository carries
+# everything its tests need. The clone reuses this checkout's environment (VENV=...).
+test-clone: setup-test
+	@bash tests/clone_check.sh "$(abspath $(VENV))"
 
 lint: setup
 	@$(PY) -m ruff check .

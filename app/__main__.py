@@ -59,8 +59,11 @@ def build_context(settings: Settings) -> AppContext:
     engine = EngineService(
         engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue
     )
+    conversations = ChatStore(database)
+    conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
-        ChatStore(database), engine, max_tokens=settings.max_tokens, temperature=settings.temperature
+        conversations, engine, max_tokens=settings.max_tokens, temperature=settings.temperature,
+        system_prompt=settings.system_prompt,
     )
     cards = CardMonitor(
         settings.cards,
@@ -116,6 +119,10 @@ def main() -> int:
 
         die_with_parent(signal.SIGTERM)
     settings = Settings()
+    refusal = settings.open_lan_problem()
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return 2
     ctx = build_context(settings)
     ctx.cards.start()
     ctx.engine.start()

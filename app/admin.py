@@ -6,21 +6,23 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from app.auth import verify_password
+from app.auth import LoginThrottle, verify_password
 from app.database import Locked, Migration, migrate, now
 from app.engine import catalog
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
-from app.engine.gguf_header import HeaderError
 from app.engine.service import EngineService
+from app.jobs import Job, JobBusy, Jobs
 from app.settings import Settings
+from app.telemetry.load_progress import LoadProgress
 from app.telemetry.monitor import read_health
 from app.telemetry.service import Telemetry
 
@@ -45,21 +47,31 @@ class AdminService:
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
         self._sessions: dict[str, float] = {}
         self._sessions_lock = threading.Lock()
-        self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
-        self._expected: tuple[Any, list[int]] = (None, [])  # (model, cards, split) → weights per card
+        self._throttle = LoginThrottle()
+        self._jobs = Jobs()
+        self._progress = LoadProgress(engine, health_url=settings.health_url, layer_bytes=lambda: {
+            card["endpoint"]: card["layer_bytes"] for card in telemetry.status()["cards"]})
         with self._lock:
             migrate(self._db, "admin", MIGRATIONS)
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def login(self, password: str, *, who: str) -> str:
+    def login(self, password: str, *, who: str, client: str) -> str:
+        """An admin session token for the right password. `client` is the caller's address: after wrong
+        passwords it waits longer and longer before its next try is even checked; `who` goes to the log."""
         stored = self.settings.admin_password_hash
         if not stored:
             self.record(who, "login", "refused: no admin password is configured", ok=False)
             raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
+        wait_s = self._throttle.wait_s(client)
+        if wait_s > 0:
+            self.record(who, "login", f"refused: throttled for {wait_s:.0f} s after wrong passwords", ok=False)
+            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
         if not verify_password(password, stored):
-            self.record(who, "login", "refused: wrong password", ok=False)
-            raise AdminDenied("wrong admin password")
+            delay = self._throttle.failed(client)
+            self.record(who, "login", f"refused: wrong password (next try in {delay:.0f} s)", ok=False)
+            raise AdminDenied("wrong admin password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
+        self._throttle.succeeded(client)
         token = secrets.token_urlsafe(24)
         with self._sessions_lock:
             self._sessions[token] = time.monotonic() + _SESSION_S
@@ -72,14 +84,46 @@ class AdminService:
         if expires is None or expires < time.monotonic():
             raise AdminDenied("this needs the admin session: log in on the admin page first")
 
+    # -- long actions as jobs ------------------------------------------------------------------
+
+    def start(self, token: str | None, name: str, action: Callable[[], ModelInfo]) -> Job:
+        """Admin only: run a switch, reload or card change in the background; read it with `job`."""
+        self.check(token)
+
+        def work() -> str:
+            info = action()
+            return f"✅ {info.name} loaded in {info.load_s:.1f} s"
+
+        def failed(err: Exception) -> str:
+            return f"⚠ {err}" if isinstance(err, EngineError | AdminDenied) else f"⚠ {name} failed unexpectedly: {err}"
+
+        try:
+            return self._jobs.start(name, work, failed=failed)
+        except JobBusy as err:
+            raise AdminDenied(str(err)) from err
+
+    def engine_settings(self, token: str | None) -> dict[str, Any]:
+        """Admin only: the engine settings the page lets the admin change, as they are now."""
+        self.check(token)
+        config = self.engine.config
+        return {"n_ctx": config.n_ctx, "n_threads": config.n_threads, "n_batch": config.n_batch,
+                "n_ubatch": config.n_ubatch, "kv_type": config.kv_type,
+                "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
+                "cards": "\n".join(config.cards)}
+
+    def job(self, token: str | None, job_id: str | None) -> Job | None:
+        self.check(token)
+        return self._jobs.get(job_id)
+
     # -- the catalog ------------------------------------------------------------------------
 
     def entries(self) -> list[catalog.CatalogEntry]:
         path = self.settings.catalog_path
         return catalog.load_catalog(path if path.is_absolute() else APP_ROOT / path, self.settings.models_dir)
 
-    def catalog_view(self) -> list[dict[str, Any]]:
-        """Each entry with what its GGUF header says and whether it fits the cards now."""
+    def catalog_view(self, token: str | None) -> list[dict[str, Any]]:
+        """Admin only: each entry with what its GGUF header says and whether it fits the cards now."""
+        self.check(token)
         loaded = (self.engine.status().get("model") or {}).get("gguf_file")
         rows = []
         for entry in self.entries():
@@ -193,52 +237,14 @@ class AdminService:
         return self._apply(self.engine.config, who=who, action="restart engine", entry=None)
 
     def load_progress(self) -> list[dict[str, Any]]:
-        """While a model loads: per card, the memory its agent gained since the lowest point of this load
-        (after the old model left) against the weights llama's layer split sends it (from the GGUF's
-        tensor table). The progress is measured at the cards, not guessed from time."""
-        if self.engine.status()["state"] != "loading":
-            return []
-        config = self.engine.config
-        key = (str(config.model_path), len(config.cards), config.tensor_split)
-        if self._expected[0] != key:
-            try:
-                self._expected = (key, catalog.weights_per_card(config.model_path, len(config.cards),
-                                                                 config.tensor_split))
-            except (OSError, HeaderError):
-                return []
-        rows = []
-        for index, (endpoint, expected) in enumerate(zip(config.cards, self._expected[1], strict=True)):
-            used = self._memory_used(endpoint)
-            if used is None or not expected:
-                rows.append({"card": index, "endpoint": endpoint, "pct": None})
-                continue
-            low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
-            gained = used - low
-            rows.append({"card": index, "endpoint": endpoint, "loaded_gib": round(gained / 2**30, 2),
-                         "expected_gib": round(expected / 2**30, 2), "pct": min(100, round(100 * gained / expected))})
-        return rows
-
-    def _memory_used(self, endpoint: str) -> int | None:
-        # read now, not from the card monitor: its once-a-second samples miss most of a short load
-        try:
-            return int(read_health(self.settings.health_url(endpoint), 0.5)["mem_used_bytes"])
-        except Exception:  # no reading from this card now
-            return None
-
-    def _note_baseline(self) -> None:
-        """Each card's memory without the model it holds now: where the next load starts from."""
-        held = {card["endpoint"]: card["layer_bytes"] for card in self.telemetry.status()["cards"]}
-        self._lowest = {}
-        for endpoint, layer_bytes in held.items():
-            used = self._memory_used(endpoint)
-            if used is not None:
-                self._lowest[endpoint] = max(0, used - layer_bytes)
+        """While a model loads: per card, how much of its share of the weights has arrived (else [])."""
+        return self._progress.rows()
 
     def _apply(self, config: EngineConfig, *, who: str, action: str, entry: catalog.CatalogEntry | None) -> ModelInfo:
         try:
             if entry is not None:
                 self._fit(self._plan(entry)[1])
-            self._note_baseline()
+            self._progress.note_baseline()
             info = self.engine.switch(config)
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
@@ -253,7 +259,9 @@ class AdminService:
             self._db.table("admin_log").insert({"at": now(), "who": who, "action": action, "detail": detail,
                                                 "ok": int(ok)})
 
-    def log(self, limit: int = 50) -> list[dict[str, Any]]:
+    def log(self, token: str | None, limit: int = 50) -> list[dict[str, Any]]:
+        """Admin only: the latest entries of the admin log, newest first."""
+        self.check(token)
         with self._lock:
             return list(self._db.table("admin_log").rows_where(order_by="id desc", limit=limit))
 

@@ -10,6 +10,9 @@ import hashlib
 import hmac
 import secrets
 import sys
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
 _ITERATIONS = 240_000
@@ -37,6 +40,36 @@ def login_check(users: Mapping[str, str]) -> Callable[[str, str], bool] | None:
     if not users:
         return None
     return lambda name, password: name in users and verify_password(password, users[name])
+
+
+class LoginThrottle:
+    """A growing delay per client after wrong passwords: after the n-th wrong one in a row, that client's
+    next try is not even checked for 2^(n-1) seconds (at most `longest_s`). A right password clears it.
+    It remembers at most `clients` clients, forgetting the least recent."""
+
+    def __init__(self, *, longest_s: float = 300.0, clients: int = 10_000) -> None:
+        self.longest_s, self.clients = longest_s, clients
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # who → (wrong in a row, not before)
+        self._lock = threading.Lock()
+
+    def wait_s(self, who: str) -> float:
+        with self._lock:
+            _, not_before = self._failures.get(who, (0, 0.0))
+        return max(0.0, not_before - time.monotonic())
+
+    def failed(self, who: str) -> float:
+        """Note a wrong password; the seconds this client now waits."""
+        with self._lock:
+            count = self._failures.pop(who, (0, 0.0))[0] + 1
+            delay = min(self.longest_s, 2.0 ** (count - 1))
+            self._failures[who] = (count, time.monotonic() + delay)
+            while len(self._failures) > self.clients:
+                self._failures.popitem(last=False)
+        return delay
+
+    def succeeded(self, who: str) -> None:
+        with self._lock:
+            self._failures.pop(who, None)
 
 
 def main() -> int:

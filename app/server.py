@@ -9,9 +9,11 @@ import fastapi
 import gradio as gr
 import uvicorn
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.openai_routes import build_router
+from app.api.openai_routes import build_router, require_key
 from app.api.schemas import ApiError
 from app.auth import login_check
 from app.context import AppContext
@@ -21,54 +23,112 @@ from app.ui import admin_page, kiosk, page
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 
+# What a page may load: only this app's own files, data: images and its own API. Rendered answers are
+# defused already (app/ui/rendering.py); this header makes the browser refuse whatever slips through.
+# Gradio's page needs inline scripts and styles and runs the page's `js` through Function().
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "media-src 'self' data: blob:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "worker-src 'self' blob:",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'self'",
+])
+
+
 def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
+    api.add_middleware(SecurityHeaders)
 
     _mount_openai(api, ctx)
+    settings = ctx.settings
 
     @api.get("/metrics", response_class=PlainTextResponse)
-    def metrics() -> str:
+    def metrics(request: fastapi.Request) -> str:
+        if not settings.metrics_public:
+            require_key(request, settings.api_keys)
         return render_metrics(ctx.status(), ctx.engine.counters.snapshot())
 
     @api.get("/health")
-    def health() -> dict[str, Any]:
+    def health(request: fastapi.Request) -> dict[str, Any]:
+        if not settings.health_public:
+            require_key(request, settings.api_keys)
         status = ctx.status()
         return {"ok": True, "engine": status["state"], "message": status["message"]}
 
+    for sub in ("/kiosk", "/admin"):  # the pages live at /kiosk/ and /admin/: a link without the slash works too
+        api.add_api_route(sub, _redirect_to(sub + "/"), include_in_schema=False)
+
     reconnect = (ASSETS / "kiosk.js").read_text(encoding="utf-8")
-    guard: dict[str, Any] = {
-        "auth": login_check(ctx.settings.users),
-        "max_file_size": ctx.settings.max_upload_mb * 1024 * 1024,
-        "server_name": ctx.settings.host,
-        "server_port": ctx.settings.port,
-        "show_error": True,
-        "ssr_mode": False,
-    }
-    booth = kiosk.build(ctx)
-    booth.queue(default_concurrency_limit=1)
+    css = [ASSETS / "quartet.css"]
+    _mount(api, ctx, kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
+    _mount(api, ctx, admin_page.build(ctx.admin, ctx.status), "/admin", footer_links=[], css_paths=css)
+    _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=reconnect)
+    return api
+
+
+def _mount(
+    api: fastapi.FastAPI, ctx: AppContext, blocks: gr.Blocks, path: str, *,
+    footer_links: list[str], css_paths: list[Path], js: str | None = None,
+) -> None:
+    """Mount one page with the same guard as every other.
+
+    Gradio checks that a file a client names (FileData `path`) was uploaded through this app only once
+    `blocks.has_launched` is set, which `launch()` does and `mount_gradio_app` does not: without it a
+    client could hand any server path (`/etc/passwd`, `/dev/zero`) to an endpoint that takes a file, and
+    Gradio would copy it into its cache. Each mounted page is therefore marked as launched, so that every
+    file input is refused unless it lies in Gradio's upload folder — for every endpoint at once."""
+    blocks.queue(default_concurrency_limit=1)
     gr.mount_gradio_app(
         api,
-        booth,
-        path="/kiosk",
-        footer_links=[],
-        css_paths=[ASSETS / "quartet.css", ASSETS / "kiosk.css"],
-        js=reconnect,
-        **guard,
-    )
-    office = admin_page.build(ctx)
-    office.queue(default_concurrency_limit=1)
-    gr.mount_gradio_app(api, office, path="/admin", footer_links=[], css_paths=[ASSETS / "quartet.css"], **guard)
-    blocks = page.build(ctx)
-    blocks.queue(default_concurrency_limit=1)
-    return gr.mount_gradio_app(
-        api,
         blocks,
-        path="",
-        footer_links=["api"],
-        css_paths=[ASSETS / "quartet.css"],
-        js=reconnect,
-        **guard,
+        path=path,
+        auth=login_check(ctx.settings.users),
+        max_file_size=ctx.settings.max_upload_mb * 1024 * 1024,
+        server_name=ctx.settings.host,
+        server_port=ctx.settings.port,
+        show_error=True,
+        ssr_mode=False,
+        footer_links=footer_links,
+        css_paths=css_paths,
+        js=js,
     )
+    blocks.has_launched = True
+
+
+def _redirect_to(target: str) -> Any:
+    def redirect() -> RedirectResponse:
+        return RedirectResponse(target, status_code=308)
+
+    return redirect
+
+
+class SecurityHeaders:
+    """Adds the Content-Security-Policy (and no-sniff, referrer) to every HTTP response, streams included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["Referrer-Policy"] = "no-referrer"
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def _mount_openai(api: fastapi.FastAPI, ctx: AppContext) -> None:

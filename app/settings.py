@@ -2,11 +2,12 @@
 
 Values come from, in order of precedence: keyword arguments, environment variables
 (`QUARTET_<NAME>`, lists as JSON), the TOML file named by `QUARTET_CONFIG`, the defaults below.
-The README's settings table is checked against this class by a test.
+docs/settings.md is made from this class (python -m tests.settings_doc) and checked by a test.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Literal
@@ -27,7 +28,15 @@ LOCAL_CARDS = [f"127.0.0.1:{port}" for port in range(50052, 50056)]
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="QUARTET_", extra="forbid")
 
-    host: str = Field("127.0.0.1", description="Address the web app binds; 0.0.0.0 to face the LAN.")
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the web app binds; 0.0.0.0 to face the LAN (then `users` and `api_keys` are required).",
+    )
+    allow_open_lan: bool = Field(
+        False, description="Serve a non-loopback address without `users` or `api_keys` (everyone on the LAN gets in)."
+    )
+    health_public: bool = Field(True, description="/health answers without an API key.")
+    metrics_public: bool = Field(False, description="/metrics answers without an API key (when keys are set).")
     port: int = Field(7860, description="Port of the web app (UI and API).")
     users: dict[str, str] = Field(
         default_factory=dict,
@@ -59,6 +68,10 @@ class Settings(BaseSettings):
         description="Files larger than this (MiB) are indexed one at a time in a lane of their own, beside small ones.",
     )
     embed_threads: int = Field(1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
+    embed_max_inputs: int = Field(256, ge=1, description="Most texts one /v1/embeddings request may send.")
+    embed_max_chars: int = Field(
+        200_000, ge=1, description="Most characters (so at most as many tokens) one /v1/embeddings request may send."
+    )
     qa_sources: int = Field(6, ge=1, description="Passages retrieved for a question.")
     data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
     cards: list[str] = Field(
@@ -96,7 +109,8 @@ class Settings(BaseSettings):
     )
     max_queue: int = Field(32, ge=1, description="Answers that may wait in the queue before new ones are refused.")
     api_keys: list[str] = Field(
-        default_factory=list, description="Bearer keys for the OpenAI-compatible API under /v1; empty = open."
+        default_factory=list,
+        description="Bearer keys for the OpenAI-compatible API under /v1 (and /metrics); empty = open, loopback only.",
     )
     max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per answer.")
     max_tokens_limit: int = Field(4096, ge=1, description="Hard cap a request may ask for.")
@@ -141,6 +155,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"card endpoint {card!r} is not host:port")
         return cards
 
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_not_blank(cls, keys: list[str]) -> list[str]:
+        if any(not key.strip() or key != key.strip() for key in keys):
+            raise ValueError("an API key is blank or has spaces around it")
+        return keys
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -156,6 +177,20 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
         return tuple(sources)
 
+    def open_lan_problem(self) -> str | None:
+        """Why this configuration must not start: it faces the LAN with the pages or /v1 open to all."""
+        if self.allow_open_lan or is_loopback(self.host):
+            return None
+        missing = [name for name, value in (("users", self.users), ("api_keys", self.api_keys)) if not value]
+        if not missing:
+            return None
+        return (
+            f"Quartet would listen on {self.host}, reachable from the LAN, without {' and '.join(missing)}: "
+            "anyone on the network could use it. Set `users` (python -m app.auth makes a password hash) and "
+            "`api_keys` in the settings file (QUARTET_CONFIG) or the environment (QUARTET_USERS, QUARTET_API_KEYS); "
+            "or set allow_open_lan = true if an open appliance is what you mean."
+        )
+
     @property
     def db_path(self) -> Path:
         return self.data_dir / "quartet.db"
@@ -163,3 +198,13 @@ class Settings(BaseSettings):
     def health_url(self, card: str) -> str:
         host, _, port = card.rpartition(":")
         return f"http://{host}:{int(port) + self.card_health_offset}/health"
+
+
+def is_loopback(host: str) -> bool:
+    """True for a loopback address or `localhost`; any other name or address may face the LAN."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

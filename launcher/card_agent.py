@@ -34,18 +34,19 @@ class AddressRefused(ValueError):
     pass
 
 
-def check_address(host: str, allowed: list[str]) -> None:
-    """Raise AddressRefused unless `host` is loopback or explicitly allowed."""
+def check_address(host: str, allowed: list[str]) -> str:
+    """The address to bind for `host`; AddressRefused unless it is loopback or explicitly allowed.
+    `localhost` becomes 127.0.0.1: the RPC server takes addresses, not names."""
     if host in allowed:
-        return
+        return host
     if host == "localhost":
-        return
+        return "127.0.0.1"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         raise AddressRefused(f"{host!r} is not an IP address; give the card's address as digits") from None
     if address.is_loopback:
-        return
+        return host
     raise AddressRefused(
         f"refusing to serve RPC on {host}: llama.cpp's RPC protocol has no authentication, so anyone "
         "who reaches this port controls the card. Bind to loopback, or to the appliance's internal "
@@ -166,10 +167,11 @@ def serve(args: argparse.Namespace) -> int:
     host, _, port_text = args.listen.rpartition(":")
     port = int(port_text)
     try:
-        check_address(host, args.allow_address)
+        host = check_address(host, args.allow_address)
     except AddressRefused as err:
         print(f"card {args.card}: {err}", file=sys.stderr)
         return 2
+    endpoint = f"{host}:{port}"  # localhost given: the address it stands for
     busy = _port_taken(host, port)
     if busy:
         print(f"card {args.card}: could not listen on {args.listen}: {busy}", file=sys.stderr)
@@ -178,15 +180,15 @@ def serve(args: argparse.Namespace) -> int:
     if cache:
         cache.mkdir(parents=True, exist_ok=True)
     rpc = threading.Thread(
-        target=ggml.serve_rpc, args=(args.listen,), kwargs={"cache_dir": cache, "threads": args.threads},
+        target=ggml.serve_rpc, args=(endpoint,), kwargs={"cache_dir": cache, "threads": args.threads},
         name="rpc", daemon=True,
     )
     rpc.start()
     threading.Thread(target=_exit_when_done, args=(rpc, args.card), name="rpc-watch", daemon=True).start()
     if not _wait_listening(host, port, 30.0, rpc):
-        print(f"card {args.card}: the RPC server could not listen on {args.listen} (port in use?)", file=sys.stderr)
+        print(f"card {args.card}: the RPC server could not listen on {endpoint} (port in use?)", file=sys.stderr)
         return 1
-    agent = Agent(card=args.card, endpoint=args.listen, threads=args.threads, sysfs_root=Path(args.sysfs_root))
+    agent = Agent(card=args.card, endpoint=endpoint, threads=args.threads, sysfs_root=Path(args.sysfs_root))
     health_port = args.health_port or port + 1000
     try:
         httpd = ThreadingHTTPServer((host, health_port), _handler(agent))

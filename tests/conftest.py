@@ -3,16 +3,59 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from launcher.cluster import CardProcesses
-from tests.harness import ARTIFACTS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
+from tests.harness import ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 APPLIANCE_CARDS_PORT = 30252 + PORT_OFFSET  # four cards for the shared appliance
 ENGINE_CARDS_PORT = 30262 + PORT_OFFSET  # two cards for in-process engine tests (a card serves one host at a time)
+
+# Markers follow from the fixtures a test uses, so `make test-fast` (-m "not cards and not appliance and not
+# browser") needs no list of files. Tests that start cards or the appliance themselves carry the marker by hand.
+MARKERS_BY_FIXTURE = {
+    "appliance": ("cards", "appliance"),
+    "appliance_cards": ("cards",),
+    "engine_cards": ("cards",),
+    "embedder": ("embedder",),
+    "browser": ("browser",),
+    "corpus": ("corpus",),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            for marker in MARKERS_BY_FIXTURE.get(fixture, ()):
+                item.add_marker(marker)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The optional real-world corpus beside the checkout; its tests are skipped, saying so, when it is absent."""
+    if not (CORPUS / "pdf").is_dir():
+        pytest.skip(f"real-world corpus layer: no corpus folder at {CORPUS} (../shared/corpus beside the checkout)")
+    return CORPUS
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright cannot download its own here
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                  "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One real Chromium for every browser test."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -11,10 +12,23 @@ from gradio_client.exceptions import AppError
 from tests.harness import ADMIN_PASSWORD, Appliance, wait_until
 
 
+def login(c: Client) -> str:
+    """Log in, waiting out the throttle that an earlier wrong password (another test's) started."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            token: str = c.predict(ADMIN_PASSWORD, api_name="/admin_login")
+            return token
+        except AppError as err:
+            if "try again in" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 @pytest.fixture(scope="module")
 def admin(appliance: Appliance) -> tuple[Client, str]:
     c = Client(appliance.url, verbose=False)
-    return c, c.predict(ADMIN_PASSWORD, api_name="/admin_login")
+    return c, login(c)
 
 
 def model(c: Client) -> dict[str, Any]:
@@ -33,8 +47,24 @@ def test_switching_without_the_admin_session_is_refused(appliance: Appliance) ->
         c.predict("demo-small", "", api_name="/switch_model")
     with pytest.raises(AppError, match="admin session"):
         c.predict("demo-small", "forged-token", api_name="/switch_model")
+    login(c)  # a clean slate for this client: the right password clears its throttle
     with pytest.raises(AppError, match="wrong admin password"):
         c.predict("guess", api_name="/admin_login")
+
+
+def test_wrong_admin_passwords_are_throttled_and_logged(appliance: Appliance) -> None:
+    """After each wrong password the next try waits longer; even the right one is not checked meanwhile."""
+    c = Client(appliance.url, verbose=False)
+    login(c)
+    with pytest.raises(AppError, match=r"wrong admin password; try again in 1 s"):
+        c.predict("guess-1", api_name="/admin_login")
+    time.sleep(1.1)
+    with pytest.raises(AppError, match=r"wrong admin password; try again in 2 s"):
+        c.predict("guess-2", api_name="/admin_login")
+    with pytest.raises(AppError, match=r"too many wrong passwords from here: try again in \d s"):
+        c.predict(ADMIN_PASSWORD, api_name="/admin_login")
+    token = login(c)
+    assert token
 
 
 @pytest.mark.parametrize(

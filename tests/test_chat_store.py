@@ -17,7 +17,7 @@ def store(path: Path) -> ChatStore:
 def test_conversation_round_trip_survives_reopening(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     first = store(db)
-    cid = first.create("Be brief.")
+    cid = first.create("Be brief.", owner="browser:a")
     first.add(cid, "user", "  Where is   the kb folder? It is where documents go, and the app watches it closely ")
     first.add(cid, "assistant", "In kb/.", stats={"generated_tokens": 4, "decode_tps": 50.0})
     again = store(db)
@@ -27,7 +27,7 @@ def test_conversation_round_trip_survives_reopening(tmp_path: Path) -> None:
     messages = again.messages(cid)
     assert [(m.role, m.content) for m in messages][1] == ("assistant", "In kb/.")
     assert messages[1].stats == {"generated_tokens": 4, "decode_tps": 50.0}
-    assert [c.id for c in again.recent()] == [cid]
+    assert [c.id for c in again.recent("browser:a")] == [cid]
 
 
 def test_database_is_wal_with_a_busy_timeout(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_migrations_run_once(tmp_path: Path) -> None:
 
 def test_regenerate_drops_only_the_trailing_answer(tmp_path: Path) -> None:
     s = store(tmp_path / "q.db")
-    cid = s.create("")
+    cid = s.create("", owner="browser:a")
     for role, text in [("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d")]:
         s.add(cid, role, text)
     s.drop_last_answer(cid)
@@ -57,7 +57,7 @@ def test_regenerate_drops_only_the_trailing_answer(tmp_path: Path) -> None:
 
 def test_writers_in_many_threads_lose_nothing(tmp_path: Path) -> None:
     s = store(tmp_path / "q.db")
-    cid = s.create("")
+    cid = s.create("", owner="browser:a")
 
     def write(n: int) -> None:
         for i in range(50):
@@ -71,3 +71,48 @@ def test_writers_in_many_threads_lose_nothing(tmp_path: Path) -> None:
     assert len(s.messages(cid)) == 200
     raw = sqlite3.connect(tmp_path / "q.db")
     assert raw.execute("select count(*) from messages").fetchone()[0] == 200
+
+
+def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
+    """A real store behind the chat service (no engine is needed to list, open, rename, delete or export)."""
+    import json
+
+    import pytest
+
+    from app.chat.service import ChatService, ConversationNotFound
+
+    chat = ChatService(store(tmp_path / "q.db"), None, max_tokens=8, temperature=0,  # type: ignore[arg-type]
+                       system_prompt="Be kind.")
+    mine = chat.open(None, owner="browser:a")
+    chat.store.add(mine, "user", "Our **budget** for 2027")
+    chat.store.add(mine, "assistant", "It is 42 k€.", stats={"generated_tokens": 5})
+    theirs = chat.open(None, owner="browser:b", system_prompt="")
+    assert [c.id for c in chat.recent("browser:a")] == [mine]
+    assert [c.id for c in chat.recent("browser:b")] == [theirs]
+    for action in (lambda: chat.history(mine, owner="browser:b"), lambda: chat.delete(mine, owner="browser:b"),
+                   lambda: chat.rename(mine, "x", owner="browser:b"), lambda: chat.open(mine, owner="api"),
+                   lambda: chat.export(mine, owner="user:eve", as_json=True)):
+        with pytest.raises(ConversationNotFound, match="There is no conversation"):
+            action()
+    assert chat.conversation(mine, owner="browser:a").title == "Our budget for 2027"  # no Markdown in titles
+    assert [c.id for c in chat.recent("browser:a", query="42 k€")] == [mine]  # found by what was said
+    assert chat.recent("browser:a", query="100%") == []  # LIKE wildcards are text here
+    chat.rename(mine, "  Budget   2027 ", owner="browser:a")
+    exported = json.loads(chat.export(mine, owner="browser:a", as_json=True))
+    assert exported["title"] == "Budget 2027" and exported["system_prompt"] == "Be kind."
+    assert [m["content"] for m in exported["messages"]] == ["Our **budget** for 2027", "It is 42 k€."]
+    assert "**Quartet:**" in chat.export(mine, owner="browser:a", as_json=False)
+    chat.delete(mine, owner="browser:a")
+    assert chat.recent("browser:a") == [] and chat.store.messages(mine) == []
+
+
+def test_conversations_from_before_owners_are_listed_to_no_one(tmp_path: Path) -> None:
+    db = open_database(tmp_path / "q.db")
+    from app.chat.store import MIGRATIONS
+
+    migrate(db, "chat", MIGRATIONS[:1])
+    db.table("conversations").insert({"id": "old", "title": "t", "system_prompt": "", "created_at": "x",
+                                      "updated_at": "x"})
+    upgraded = ChatStore(Locked(db))
+    assert upgraded.get("old") is not None and upgraded.get("old").owner == ""  # type: ignore[union-attr]
+    assert upgraded.recent("browser:a") == [] and upgraded.recent("api") == []

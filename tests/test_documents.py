@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from gradio_client import Client, handle_file
 
 from app.knowledge.answer import NOTHING_FOUND
-from tests.harness import CORPUS, Appliance, wait_until
+from tests.documents import ZH, encrypted
+from tests.harness import Appliance, wait_until
+from tests.library import PASSWORD, handbook
 
-BLIND_TEXT = CORPUS / "pdf" / "pdflatex-4-pages.pdf"
-ENCRYPTED = CORPUS / "pdf" / "libreoffice-writer-password.pdf"
-CHINESE = CORPUS / "zh" / "rk1828-llamacpp-rpc.txt"
+HANDBOOK = "quartet-handbook.pdf"  # four pages: box, cabling, cooling, troubleshooting
+ENCRYPTED = "quartet-handbook-locked.pdf"
+CHINESE = ZH / "rpc-deployment.txt"
 
 
 def indexed(c: Client, *names: str) -> list[dict[str, Any]]:
@@ -26,18 +29,22 @@ def indexed(c: Client, *names: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def library(appliance: Appliance) -> dict[str, dict[str, Any]]:
+def library(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("uploads")
+    (folder / HANDBOOK).write_bytes(handbook())
+    (folder / ENCRYPTED).write_bytes(encrypted(handbook(), PASSWORD))
     c = Client(appliance.url, verbose=False)
-    statuses = c.predict([handle_file(str(p)) for p in (BLIND_TEXT, ENCRYPTED, CHINESE)], api_name="/ingest")[0]
+    files = [folder / HANDBOOK, folder / ENCRYPTED, CHINESE]
+    statuses = c.predict([handle_file(str(p)) for p in files], api_name="/ingest")[0]
     assert [s["status"] for s in statuses] == ["queued"] * 3
-    return {d["name"]: d for d in indexed(c, BLIND_TEXT.name, ENCRYPTED.name, CHINESE.name)}
+    return {d["name"]: d for d in indexed(c, HANDBOOK, ENCRYPTED, CHINESE.name)}
 
 
 def test_uploaded_files_are_indexed_with_their_pages(library: dict[str, dict[str, Any]]) -> None:
-    blind = library[BLIND_TEXT.name]
-    assert (blind["status"], blind["pages"]) == ("ok", 4) and blind["chunks"] > 0
+    book = library[HANDBOOK]
+    assert (book["status"], book["pages"]) == ("ok", 4) and book["chunks"] > 0
     assert library[CHINESE.name]["status"] == "ok"
-    locked = library[ENCRYPTED.name]
+    locked = library[ENCRYPTED]
     assert locked["status"] == "error" and locked["error_kind"] == "encrypted"
     assert "password" in locked["error"].lower()
 
@@ -45,15 +52,26 @@ def test_uploaded_files_are_indexed_with_their_pages(library: dict[str, dict[str
 def test_an_answer_streams_with_sources_that_name_file_and_page(appliance: Appliance,
                                                                 library: dict[str, dict[str, Any]]) -> None:
     c = Client(appliance.url, verbose=False)
-    job = c.submit("What does a blind text give you information about?", [library[BLIND_TEXT.name]["id"]],
-                   api_name="/ask")
+    job = c.submit("At what temperature do the cards throttle?", [library[HANDBOOK]["id"]], api_name="/ask")
     updates = list(job)
     answer, sources = job.result()
     assert len(updates) > 2 and answer.strip()
     assert sources, "no source was offered"
-    assert {s["file"] for s in sources} == {BLIND_TEXT.name}
+    assert {s["file"] for s in sources} == {HANDBOOK}
     assert all(1 <= s["page"] <= 4 for s in sources)
-    assert any("font" in s["text"] for s in sources)
+    assert any("throttle at 85" in s["text"] and s["page"] == 3 for s in sources)
+
+
+def test_a_real_pdf_is_indexed_and_cited(appliance: Appliance, corpus: Path) -> None:
+    """The real-world layer: a pdflatex document from the corpus, uploaded and asked about."""
+    blind_text = corpus / "pdf" / "pdflatex-4-pages.pdf"
+    c = Client(appliance.url, verbose=False)
+    c.predict([handle_file(str(blind_text))], api_name="/ingest")
+    doc = indexed(c, blind_text.name)[0]
+    assert (doc["status"], doc["pages"]) == ("ok", 4)
+    sources = c.submit("What does a blind text give you information about?", [doc["id"]], api_name="/ask").result()[1]
+    assert sources and {s["file"] for s in sources} == {blind_text.name}
+    assert all(1 <= s["page"] <= 4 for s in sources) and any("font" in s["text"] for s in sources)
 
 
 def test_chinese_questions_find_chinese_passages(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
@@ -72,7 +90,7 @@ def test_a_question_the_documents_cannot_answer_says_so(appliance: Appliance,
 
 def test_a_whole_document_is_read_part_by_part(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
     c = Client(appliance.url, verbose=False)
-    job = c.submit(library[BLIND_TEXT.name]["id"], "", api_name="/summarize")
+    job = c.submit(library[HANDBOOK]["id"], "", api_name="/summarize")
     progress = [p for _, p in job]
     answer, last = job.result()
     assert any(p.startswith("reading part 1 of") for p in progress)
@@ -84,14 +102,14 @@ def test_a_document_that_failed_cannot_be_summarised(appliance: Appliance, libra
 
     c = Client(appliance.url, verbose=False)
     with pytest.raises(AppError, match="not indexed"):
-        c.predict(library[ENCRYPTED.name]["id"], "", api_name="/summarize")
+        c.predict(library[ENCRYPTED]["id"], "", api_name="/summarize")
 
 
 def test_an_encrypted_pdf_opens_with_its_password(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
     c = Client(appliance.url, verbose=False)
-    locked = library[ENCRYPTED.name]
+    locked = library[ENCRYPTED]
     assert locked["error_kind"] == "encrypted"
-    c.predict(locked["id"], "openpassword", api_name="/unlock")
+    c.predict(locked["id"], PASSWORD, api_name="/unlock")
     opened = wait_until(lambda: (d := next(d for d in c.predict(api_name="/documents") if d["id"] == locked["id"]))
                         and d["status"] == "ok" and d, timeout=90, every=0.5)
     assert opened["pages"] >= 1 and opened["chunks"] > 0

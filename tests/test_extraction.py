@@ -15,10 +15,11 @@ from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import is_grounded
 from app.extraction.schemas import load_templates
-from tests.harness import CORPUS, Appliance, wait_until
+from tests.harness import API_KEY, Appliance, wait_until
+from tests.library import datasheet
 
 TEMPLATES = load_templates(Path(__file__).resolve().parent.parent / "assets" / "schemas")
-REAL_PDF = CORPUS / "pdf" / "pdflatex-4-pages.pdf"
+DATASHEET = "nordlicht-nl4-datasheet.pdf"  # four pages, a made PDF (tests/library.py)
 INVOICE = """INVOICE
 
 Invoice number: INV-2024-0117
@@ -47,7 +48,8 @@ INVOICE_ZH = """发票
 
 
 def metric(appliance: Appliance, name: str) -> float:
-    with urllib.request.urlopen(f"{appliance.url}/metrics", timeout=5) as response:
+    ask = urllib.request.Request(f"{appliance.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(ask, timeout=5) as response:
         text = response.read().decode()
     match = re.search(rf"^{name} ([\d.e+]+)$", text, re.MULTILINE)
     assert match, f"{name} not in /metrics"
@@ -60,7 +62,8 @@ def client(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> Cl
     (folder / "invoice-nordlicht.txt").write_text(INVOICE, encoding="utf-8")
     (folder / "发票-四芯.txt").write_text(INVOICE_ZH, encoding="utf-8")
     c = Client(appliance.url, verbose=False)
-    files = [folder / "invoice-nordlicht.txt", folder / "发票-四芯.txt", REAL_PDF]
+    (folder / DATASHEET).write_bytes(datasheet())
+    files = [folder / "invoice-nordlicht.txt", folder / "发票-四芯.txt", folder / DATASHEET]
     c.predict([handle_file(str(p)) for p in files], api_name="/ingest")
 
     def ready() -> bool:
@@ -107,9 +110,23 @@ def test_a_chinese_invoice_works_the_same(client: Client, appliance: Appliance) 
     check_record(result, "invoice", page_texts(appliance, "发票-四芯.txt"))
 
 
-def test_a_real_pdf_gives_a_valid_record(client: Client, appliance: Appliance) -> None:
-    result = client.predict(REAL_PDF.name, "datasheet", api_name="/extract")
-    check_record(result, "datasheet", page_texts(appliance, REAL_PDF.name))
+def test_a_multi_page_pdf_gives_a_valid_record(client: Client, appliance: Appliance) -> None:
+    result = client.predict(DATASHEET, "datasheet", api_name="/extract")
+    check_record(result, "datasheet", page_texts(appliance, DATASHEET))
+    assert set(page_texts(appliance, DATASHEET)) == {1, 2, 3, 4}
+
+
+def test_a_real_pdf_gives_a_valid_record(client: Client, appliance: Appliance, corpus: Path) -> None:
+    """The real-world layer: a pdflatex document from the corpus beside the checkout."""
+    real = corpus / "pdf" / "pdflatex-4-pages.pdf"
+    client.predict([handle_file(str(real))], api_name="/ingest")
+
+    def ready() -> bool:
+        return any(d["name"] == real.name and d["status"] == "ok" for d in client.predict(api_name="/documents"))
+
+    wait_until(ready, timeout=180, every=0.5)
+    result = client.predict(real.name, "datasheet", api_name="/extract")
+    check_record(result, "datasheet", page_texts(appliance, real.name))
 
 
 @pytest.mark.parametrize(
@@ -145,7 +162,7 @@ def test_the_token_cap_stops_a_runaway_and_the_retry_is_reported(client: Client,
 
 def test_the_timeout_stops_an_answer_and_frees_the_engine(client: Client, appliance: Appliance) -> None:
     with pytest.raises(AppError, match=r"stopped after 0\.2 s without finishing"):
-        client.predict(REAL_PDF.name, "contract", "", 0, 0.2, api_name="/extract")
+        client.predict(DATASHEET, "contract", "", 0, 0.2, api_name="/extract")
     status = client.predict(api_name="/status")
     assert not status["queue"]["running"] and status["queue"]["waiting"] == 0
     _answer, _cid, progress = client.predict("Still there?", "", "", 6, api_name="/chat")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from app.knowledge.chunking import Chunk, chunk_pages
 from app.knowledge.embedder import Embedder
 from app.knowledge.loaders import Page
 from app.knowledge.loaders.text import paginate
-from tests.test_knowledge_fixtures import ZH
+from tests.documents import all_chinese, chinese_prose
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,15 @@ def check_invariants(pages: list[Page], chunks: list[Chunk], embedder: Embedder,
 
 
 def test_chinese_article_chunks_fit_and_end_at_sentences(embedder: Embedder) -> None:
-    pages = paginate((ZH / "rk1828-llamacpp-rpc.txt").read_text(encoding="utf-8"), page_chars=3000)
+    check_chinese_chunks(paginate(chinese_prose(), page_chars=1500), embedder)
+
+
+def test_a_real_chinese_article_chunks_fit_and_end_at_sentences(embedder: Embedder, corpus: Path) -> None:
+    text = (corpus / "zh" / "rk1828-llamacpp-rpc.txt").read_text(encoding="utf-8")
+    check_chinese_chunks(paginate(text, page_chars=3000), embedder)
+
+
+def check_chinese_chunks(pages: list[Page], embedder: Embedder) -> None:
     chunks = chunk_pages(pages, embedder, target_tokens=200, overlap_tokens=30)
     check_invariants(pages, chunks, embedder, 200)
     ends = sum(c.text[-1] in "。！？；.!?;”" for c in chunks)
@@ -68,7 +77,7 @@ def test_a_sentence_longer_than_a_chunk_is_windowed(embedder: Embedder) -> None:
 
 
 def test_chunking_a_long_mixed_text_covers_it_all(embedder: Embedder) -> None:
-    base = (ZH / "rk1828-4card-tensor-parallel.txt").read_text(encoding="utf-8")
+    base = all_chinese()
     english = "The four cards split the layers; each token passes card 0, 1, 2 and 3 in turn. " * 40
     pages = paginate((base + "\n\n" + english) * 16, page_chars=3000)
     chunks = chunk_pages(pages, embedder)  # its speed is measured by bench/knowledge.py, not here

@@ -1,4 +1,6 @@
-"""The whole test corpus, indexed once with the real MiniLM: statuses, retrieval quality, citations."""
+"""The real-world corpus beside the checkout, indexed once with the real MiniLM: statuses, retrieval quality,
+citations. An extra layer over tests/test_knowledge_library.py (the same checks on documents the tests make):
+every test here is skipped, naming the missing folder, where the corpus is absent."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from app.database import Locked, open_database
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
-from tests.test_knowledge_fixtures import PDFS, ZH
 
 QUESTIONS = Path(__file__).parent / "data" / "knowledge" / "questions.json"
 ERRORS = {
@@ -22,12 +23,25 @@ ERRORS = {
 }
 
 
+pytestmark = pytest.mark.embedder
+
+
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeService]:
+def pdfs(corpus: Path) -> Path:
+    return corpus / "pdf"
+
+
+@pytest.fixture(scope="module")
+def zh(corpus: Path) -> Path:
+    return corpus / "zh"
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory, pdfs: Path, zh: Path) -> Iterator[KnowledgeService]:
     folder = tmp_path_factory.mktemp("corpus-index")
     service = KnowledgeService(Locked(open_database(folder / "kb.db")), Embedder.packaged(), kb_dir=None)
     service.start()
-    assert service.ingest_paths([PDFS, ZH]) == len(list(PDFS.iterdir())) + len(list(ZH.iterdir()))
+    assert service.ingest_paths([pdfs, zh]) == len(list(pdfs.iterdir())) + len(list(zh.iterdir()))
     assert service.wait_idle(600), "indexing the corpus took more than 10 minutes"
     yield service
     service.stop()
@@ -37,10 +51,10 @@ def by_name(kb: KnowledgeService) -> dict[str, DocumentInfo]:
     return {d.name: d for d in kb.documents()}
 
 
-def test_every_corpus_file_gets_the_right_status(kb: KnowledgeService) -> None:
-    declared = {Path(f["path"]).name: f["pages"] for f in json.loads((PDFS / "files.json").read_text())["data"]}
+def test_every_corpus_file_gets_the_right_status(kb: KnowledgeService, pdfs: Path, zh: Path) -> None:
+    declared = {Path(f["path"]).name: f["pages"] for f in json.loads((pdfs / "files.json").read_text())["data"]}
     docs = {d.name: d for d in kb.documents()}
-    assert set(docs) == {p.name for p in [*PDFS.iterdir(), *ZH.iterdir()]}
+    assert set(docs) == {p.name for p in [*pdfs.iterdir(), *zh.iterdir()]}
     for name, doc in docs.items():
         if name in ERRORS:
             assert (doc.status, doc.error_kind) == ("error", ERRORS[name]), name
@@ -109,10 +123,10 @@ def test_document_chunks_come_in_reading_order(kb: KnowledgeService) -> None:
     assert [c.page for c in chunks] == sorted(c.page for c in chunks) and chunks[-1].page == 4
 
 
-def test_indexing_the_corpus_again_changes_nothing(kb: KnowledgeService) -> None:
+def test_indexing_the_corpus_again_changes_nothing(kb: KnowledgeService, pdfs: Path, zh: Path) -> None:
     before = {d.id: (d.sha256, d.chunk_count, d.indexed_at) for d in kb.documents()}
     chunks_before = [c.id for c in kb.document_chunks(by_name(kb)["crazyones-pdfa.pdf"].id)]
-    queued = kb.ingest_paths([PDFS, ZH])
+    queued = kb.ingest_paths([pdfs, zh])
     assert kb.wait_idle(120)
     assert {d.id: (d.sha256, d.chunk_count, d.indexed_at) for d in kb.documents()} == before
     assert [c.id for c in kb.document_chunks(by_name(kb)["crazyones-pdfa.pdf"].id)] == chunks_before

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from app.database import Locked, open_database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
@@ -20,6 +22,8 @@ OPTIONS = KnowledgeOptions(watch=False, page_chars=600, embed_batch=4)
 CHILD = """
 import sys
 from pathlib import Path
+
+import pytest
 from app.database import Locked, open_database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
@@ -64,6 +68,7 @@ def check_consistent(db: Path) -> sqlite3.Connection:
     return conn
 
 
+@pytest.mark.embedder
 def test_killed_mid_indexing_keeps_the_old_version_whole_and_resumes(tmp_path: Path) -> None:
     db, path = tmp_path / "kb.db", tmp_path / "manual.txt"
     path.write_text(version(1, 2), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Helpers shared by the knowledge tests (no tests here): the corpus, hand-made files, waiting."""
+"""Helpers shared by the knowledge tests (no tests here): hand-made hostile files, waiting."""
 
 from __future__ import annotations
 
@@ -10,9 +10,6 @@ from io import BytesIO
 from pathlib import Path
 from typing import TypeVar
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-PDFS = CORPUS / "pdf"
-ZH = CORPUS / "zh"
 T = TypeVar("T")
 
 

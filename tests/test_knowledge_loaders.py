@@ -1,4 +1,8 @@
-"""Loaders on real and hostile files: a clear LoadError for each way a file can be wrong."""
+"""Loaders on made and hostile files: a clear LoadError for each way a file can be wrong.
+
+The tests write their own documents (tests/documents.py); the tests taking the `corpus` fixture repeat the
+checks on real-world PDFs when that corpus is beside the checkout, and are skipped, saying so, when it is not.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,20 @@ import pytest
 
 from app.knowledge.loaders import LoadError, load
 from app.knowledge.loaders.text import decode_text, paginate
+from tests.documents import all_chinese, broken_page_tree, chinese, chinese_prose, encrypted, wrapped
+from tests.library import (
+    DELIVERY,
+    HANDBOOK,
+    LEFT,
+    PASSWORD,
+    RIGHT,
+    chinese_pdf,
+    handbook,
+    newsletter,
+    scanned_delivery,
+    service_form,
+)
 from tests.test_knowledge_fixtures import (
-    PDFS,
-    ZH,
     docx,
     memory_hungry_pdf,
     slow_pdf,
@@ -35,17 +50,36 @@ def failure(path: Path, **options: object) -> LoadError:
     return caught.value
 
 
-def test_pdf_pages_are_read_in_a_child_with_progress() -> None:
+def test_pdf_pages_are_read_in_a_child_with_progress(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
-    doc = load(PDFS / "pdflatex-4-pages.pdf", max_bytes=50 * MB, on_page=lambda done, total: seen.append((done, total)))
+    doc = load(write(tmp_path / "handbook.pdf", handbook()), max_bytes=MB, on_page=lambda d, t: seen.append((d, t)))
+    assert [p.number for p in doc.pages] == [1, 2, 3, 4]
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    for page, written in zip(doc.pages, HANDBOOK, strict=True):
+        assert page.text.split() == " ".join(wrapped(written)).split(), f"page {page.number} reads differently"
+    assert worker_children(os.getpid()) == []
+
+
+def test_real_pdf_pages_are_read_in_a_child_with_progress(corpus: Path) -> None:
+    seen: list[tuple[int, int]] = []
+    doc = load(corpus / "pdf" / "pdflatex-4-pages.pdf", max_bytes=50 * MB, on_page=lambda d, t: seen.append((d, t)))
     assert [p.number for p in doc.pages] == [1, 2, 3, 4]
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert "Hello, here is some text without a meaning" in doc.pages[0].text
     assert worker_children(os.getpid()) == []
 
 
-def test_encrypted_pdf_needs_its_password() -> None:
-    locked = PDFS / "libreoffice-writer-password.pdf"
+def test_encrypted_pdf_needs_its_password(tmp_path: Path) -> None:
+    locked = write(tmp_path / "locked.pdf", encrypted(handbook(), PASSWORD))
+    err = failure(locked)
+    assert err.kind == "encrypted" and "password-protected" in err.message
+    assert failure(locked, password="wrong").message == "The password given for locked.pdf is wrong."
+    doc = load(locked, max_bytes=MB, password=PASSWORD)
+    assert len(doc.pages) == 4 and "450 watts" in doc.pages[1].text
+
+
+def test_a_real_encrypted_pdf_needs_its_password(corpus: Path) -> None:
+    locked = corpus / "pdf" / "libreoffice-writer-password.pdf"
     err = failure(locked)
     assert err.kind == "encrypted" and "password-protected" in err.message
     assert failure(locked, password="wrong").message == f"The password given for {locked.name} is wrong."
@@ -54,12 +88,29 @@ def test_encrypted_pdf_needs_its_password() -> None:
 
 
 def test_pages_without_a_text_layer(tmp_path: Path) -> None:
+    """Pages 4 and 5 of the delivery note are pictures only. Alone, they give no_text (no OCR here)."""
+    source = write(tmp_path / "delivery.pdf", scanned_delivery())
+    mixed = load(source, max_bytes=MB)
+    assert mixed.blank_pages == [4, 5] and mixed.note and "OCR is not available" in mixed.note
+    assert [p.text.strip() for p in mixed.pages[:3]] == DELIVERY
+    writer = pypdf.PdfWriter()
+    for number in (4, 5):
+        writer.add_page(pypdf.PdfReader(source).pages[number - 1])
+    scanned = tmp_path / "scan.pdf"
+    with scanned.open("wb") as out:
+        writer.write(out)
+    err = failure(scanned)
+    assert err.kind == "no_text" and "OCR is not available" in err.message and "2 pages" in err.message
+
+
+def test_real_pages_without_a_text_layer(tmp_path: Path, corpus: Path) -> None:
     """imagemagick-images.pdf: pages 4 and 5 are images only. Alone, they give no_text (no OCR here)."""
-    mixed = load(PDFS / "imagemagick-images.pdf", max_bytes=50 * MB)
+    pdfs = corpus / "pdf"
+    mixed = load(pdfs / "imagemagick-images.pdf", max_bytes=50 * MB)
     assert mixed.blank_pages == [4, 5] and mixed.note and "OCR is not available" in mixed.note
     writer = pypdf.PdfWriter()
     for number in (4, 5):
-        writer.add_page(pypdf.PdfReader(PDFS / "imagemagick-images.pdf").pages[number - 1])
+        writer.add_page(pypdf.PdfReader(pdfs / "imagemagick-images.pdf").pages[number - 1])
     scanned = tmp_path / "scan.pdf"
     with scanned.open("wb") as out:
         writer.write(out)
@@ -81,8 +132,42 @@ def test_broken_pdfs(tmp_path: Path, data: bytes, kind: str, words: str) -> None
 
 
 def test_truncated_pdf_is_corrupt_or_partly_read(tmp_path: Path) -> None:
+    """Cut anywhere, a PDF is either refused as damaged or read as far as it goes — never a crash."""
+    data = newsletter()
+    for cut in (len(data) // 4, len(data) // 2, len(data) - 200):
+        path = write(tmp_path / "half.pdf", data[:cut])
+        try:
+            doc = load(path, max_bytes=MB)
+        except LoadError as err:
+            assert err.kind in ("corrupt", "no_text") and "half.pdf" in err.message
+        else:
+            assert doc.pages
+    err = failure(write(tmp_path / "tree.pdf", broken_page_tree()))
+    assert err.kind == "corrupt" and "tree.pdf is damaged" in err.message
+
+
+def test_two_columns_read_column_by_column_with_hyphenated_words_joined(tmp_path: Path) -> None:
+    page = load(write(tmp_path / "news.pdf", newsletter()), max_bytes=MB).pages[2].text
+    left, right = " ".join(LEFT), " ".join(RIGHT).replace("kilo- metres", "kilometres")
+    flowing = " ".join(page.split())
+    assert " ".join(left.split()) in flowing and " ".join(right.split()) in flowing
+    assert flowing.index("Lake Saimaa") < flowing.index("Our team hiking trip"), "the right column came first"
+    assert "eighteen kilometres from Malham" in page, "a word hyphenated at a line end was not joined"
+
+
+def test_a_form_and_a_chinese_pdf_read_their_text(tmp_path: Path) -> None:
+    form = load(write(tmp_path / "form.pdf", service_form()), max_bytes=MB)
+    assert len(form.pages) == 1 and "Service request form." in form.pages[0].text
+    lines = [line for line in chinese().splitlines() if line.strip()]
+    text = load(write(tmp_path / "部署.pdf", chinese_pdf()), max_bytes=MB).pages[0].text
+    assert "每张卡上运行一个 RPC 服务器进程" in text and lines[0] in text
+    assert "量化到 4 比特以后" in text and "，" not in text, "full-width commas should read as ASCII ones (NFKC)"
+
+
+def test_truncated_real_pdf_is_corrupt_or_partly_read(tmp_path: Path, corpus: Path) -> None:
     """Half of a real PDF: either refused as damaged or read as far as it goes — never a crash."""
-    data = (PDFS / "multicolumn.pdf").read_bytes()
+    pdfs = corpus / "pdf"
+    data = (pdfs / "multicolumn.pdf").read_bytes()
     path = write(tmp_path / "half.pdf", data[: len(data) // 2])
     try:
         doc = load(path, max_bytes=50 * MB)
@@ -90,7 +175,7 @@ def test_truncated_pdf_is_corrupt_or_partly_read(tmp_path: Path) -> None:
         assert err.kind in ("corrupt", "no_text") and "half.pdf" in err.message
     else:
         assert doc.pages
-    assert failure(PDFS / "unreadablemetadata.pdf").kind == "corrupt"
+    assert failure(pdfs / "unreadablemetadata.pdf").kind == "corrupt"
 
 
 def test_a_pdf_that_takes_too_long_is_killed(tmp_path: Path) -> None:
@@ -117,16 +202,16 @@ def test_size_limit_and_unsupported_types(tmp_path: Path) -> None:
 
 
 def test_text_encodings() -> None:
-    chinese = (ZH / "rk1828-pcie-engineering.txt").read_text(encoding="utf-8")[:2000]
-    assert decode_text(chinese.encode("gbk"), name="x.txt") == chinese
-    assert decode_text(chinese.encode("gb18030"), name="x.txt").startswith(chinese[:50])
+    text = all_chinese()[:2000]
+    assert decode_text(text.encode("gbk"), name="x.txt") == text
+    assert decode_text(text.encode("gb18030"), name="x.txt").startswith(text[:50])
     assert decode_text("\ufeffMit BOM".encode(), name="x.txt") == "Mit BOM"
     assert decode_text("Größe".encode("utf-16"), name="x.txt") == "Größe"
     assert decode_text("Straße und Größe, café".encode("cp1252"), name="x.txt") == "Straße und Größe, café"
 
 
 def test_binary_content_named_txt_is_refused(tmp_path: Path) -> None:
-    err = failure(write(tmp_path / "photo.txt", (PDFS / "pdflatex-image.pdf").read_bytes()[:4096] + b"\x00\x01"))
+    err = failure(write(tmp_path / "photo.txt", scanned_delivery()[:4096] + b"\x00\x01"))
     assert err.kind == "unsupported" and "binary file" in err.message
     noise = bytes((i * 7919 + 13) % 256 for i in range(4096)).replace(b"\x00", b"\x01")
     err = failure(write(tmp_path / "noise.txt", noise))
@@ -134,10 +219,10 @@ def test_binary_content_named_txt_is_refused(tmp_path: Path) -> None:
 
 
 def test_pseudo_pages_cut_at_sentence_ends() -> None:
-    text = (ZH / "rk1828-llamacpp-rpc.txt").read_text(encoding="utf-8")
-    pages = paginate(text, page_chars=3000)
-    assert [p.number for p in pages] == list(range(1, len(pages) + 1))
-    assert all(len(p.text) <= 3000 for p in pages)
+    text = chinese_prose()
+    pages = paginate(text, page_chars=800)
+    assert len(pages) >= 4 and [p.number for p in pages] == list(range(1, len(pages) + 1))
+    assert all(len(p.text) <= 800 for p in pages)
     assert all(p.text.rstrip()[-1] in "。！？；.!?;”）)" for p in pages[:-1]), "a page ended mid-sentence"
     assert "".join(p.text for p in pages).replace("\n", "") == text.replace("\n", "")
     assert [p.text for p in paginate("one\fpage two\f\fthree", page_chars=100)] == ["one", "page two", "three"]

@@ -1,4 +1,4 @@
-"""The knowledge service on small real files: idempotency, changes, deletions, hostile input, resume."""
+"""The knowledge service on small files: idempotency, changes, deletions, hostile input, resume."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
-from tests.test_knowledge_fixtures import PDFS, ZH, eventually, slow_pdf
+from tests.documents import all_chinese, encrypted, long_text
+from tests.library import PASSWORD, handbook
+from tests.test_knowledge_fixtures import eventually, slow_pdf
 
 FAST = KnowledgeOptions(watch=False, read_timeout_s=20)
 
@@ -91,8 +93,8 @@ def test_a_deleted_file_leaves_the_index(service: KnowledgeService, tmp_path: Pa
 def test_hostile_files_get_clear_statuses_and_the_queue_carries_on(tmp_path: Path, embedder: Embedder) -> None:
     files = tmp_path / "incoming"
     files.mkdir()
-    chinese = (ZH / "rk1828-pcie-engineering.txt").read_text(encoding="utf-8")[:1500]
-    four_pages = (PDFS / "pdflatex-4-pages.pdf").read_bytes()
+    chinese = all_chinese()[:1500]
+    four_pages = handbook()
     samples = {
         "zero.pdf": b"",
         "half.pdf": four_pages[: len(four_pages) // 3],
@@ -114,15 +116,31 @@ def test_hostile_files_get_clear_statuses_and_the_queue_carries_on(tmp_path: Pat
         assert (docs["picture.txt"].error_kind, docs["slow.pdf"].error_kind) == ("unsupported", "timeout")
         for name in ("gbk 中文.txt", "报告 2024 (final).md", "-rf ünïcödé 'quoted'.html"):
             assert docs[name].status == "ok", (name, docs[name].error)
-        assert "不可能三角" in " ".join(c.text for c in kb.document_chunks(docs["gbk 中文.txt"].id))
+        assert "层切分的代价是串行" in " ".join(c.text for c in kb.document_chunks(docs["gbk 中文.txt"].id))
         assert [h.name for h in kb.search("四张卡的温度", k=1)] == ["报告 2024 (final).md"]
         assert all(d.error and d.name in d.error for d in docs.values() if d.status == "error")
     finally:
         kb.stop()
 
 
-def test_an_encrypted_pdf_is_indexed_once_its_password_is_given(service: KnowledgeService) -> None:
-    locked = ingest(service, PDFS / "libreoffice-writer-password.pdf")["libreoffice-writer-password.pdf"]
+def test_an_encrypted_pdf_is_indexed_once_its_password_is_given(service: KnowledgeService, tmp_path: Path) -> None:
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(encrypted(handbook(), PASSWORD))
+    locked = ingest(service, path)["locked.pdf"]
+    assert (locked.status, locked.error_kind) == ("error", "encrypted")
+    service.unlock(locked.id, "not the password")
+    assert service.wait_idle(60)
+    still = service.document(locked.id)
+    assert still is not None and (still.status, still.error_kind) == ("error", "encrypted")
+    service.unlock(locked.id, PASSWORD)
+    assert service.wait_idle(60)
+    opened = service.document(locked.id)
+    assert opened is not None and opened.status == "ok" and (opened.pages_total, opened.chunk_count > 0) == (4, True)
+    assert {h.name for h in service.search("power supply 450 watts", k=3)} == {"locked.pdf"}
+
+
+def test_a_real_encrypted_pdf_is_indexed_once_its_password_is_given(service: KnowledgeService, corpus: Path) -> None:
+    locked = ingest(service, corpus / "pdf" / "libreoffice-writer-password.pdf")["libreoffice-writer-password.pdf"]
     assert (locked.status, locked.error_kind) == ("error", "encrypted")
     service.unlock(locked.id, "openpassword")
     assert service.wait_idle(60)
@@ -130,10 +148,11 @@ def test_an_encrypted_pdf_is_indexed_once_its_password_is_given(service: Knowled
     assert opened is not None and opened.status == "ok" and opened.chunk_count > 0
 
 
-def test_progress_shows_pages_while_indexing(service: KnowledgeService) -> None:
-    service.ingest_paths([PDFS / "LICENSE-CC-BY-SA-4.0.txt"])
+def test_progress_shows_pages_while_indexing(service: KnowledgeService, tmp_path: Path) -> None:
+    (tmp_path / "long.txt").write_text(long_text(7), encoding="utf-8")
+    service.ingest_paths([tmp_path / "long.txt"])
     seen = eventually(lambda: (p := service.progress().active) and p.state == "embedding" and p, timeout=60)
-    assert seen.pages_total == 7 and seen.name == "LICENSE-CC-BY-SA-4.0.txt"
+    assert seen.pages_total == 7 and seen.name == "long.txt"
     assert service.wait_idle(60)
     doc = service.documents()[0]
     assert (doc.pages_done, doc.pages_total) == (7, 7)
@@ -145,7 +164,8 @@ def test_stop_interrupts_and_the_next_start_resumes(tmp_path: Path, embedder: Em
     small_batches = KnowledgeOptions(watch=False, embed_batch=2)  # many safe points to stop at
     first = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=None, options=small_batches)
     first.start()
-    first.ingest_paths([PDFS / "LICENSE-CC-BY-SA-4.0.txt"])
+    (tmp_path / "long.txt").write_text(long_text(7), encoding="utf-8")
+    first.ingest_paths([tmp_path / "long.txt"])
     eventually(lambda: (p := first.progress().active) and p.state == "embedding", timeout=60)
     first.stop()
     assert first.progress().finished[0].state == "cancelled"

@@ -65,3 +65,37 @@ def test_temporary_and_hidden_files_are_not_documents(tmp_path: Path) -> None:
     for name in ("report.docx", "sub/报告.pdf", "notes.md"):
         assert not ignored(root / name, root), name
     assert ignored(tmp_path.parent / "elsewhere.txt", root)
+
+
+def test_only_regular_files_are_copied_in(tmp_path: Path) -> None:
+    """A symlink, a device or a FIFO handed as the upload is refused at once; nothing lands in kb/."""
+    import os
+    import time
+
+    kb = tmp_path / "kb"
+    target = tmp_path / "secret.txt"
+    target.write_text("not yours", encoding="utf-8")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for source in (link, Path("/dev/zero"), fifo, tmp_path):
+        started = time.monotonic()
+        with pytest.raises(UploadError, match=r"not a regular file|cannot be read as a file"):
+            save_upload(kb, source.name, source, max_bytes=1 << 20)
+        assert time.monotonic() - started < 2, f"{source} held the upload"
+    assert [p.name for p in kb.iterdir()] == []
+    assert save_upload(kb, "fine.txt", target, max_bytes=1 << 20).read_text(encoding="utf-8") == "not yours"
+
+
+def test_the_watcher_ignores_symlinks_and_what_lies_outside(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    (kb / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside.md"
+    outside.write_text("x", encoding="utf-8")
+    (kb / "link.md").symlink_to(outside)
+    (kb / "linked-folder").symlink_to(tmp_path)
+    (kb / "sub" / "real.md").write_text("y", encoding="utf-8")
+    assert ignored(kb / "link.md", kb)
+    assert ignored(kb / "linked-folder" / "outside.md", kb)
+    assert not ignored(kb / "sub" / "real.md", kb)

@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.harness import PORT_OFFSET, free_port, get_json, wait_until
 
 
@@ -60,6 +62,8 @@ def _app_pid(launcher_pid: int) -> int | None:
     return None
 
 
+@pytest.mark.cards
+@pytest.mark.appliance  # `make run` itself: four card agents and the app
 def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -88,7 +92,7 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
             assert json.loads(response.read())["engine"] == "ready"
         health = f"http://127.0.0.1:{port}/health"
-        card_health = "http://127.0.0.1:31273/health"
+        card_health = f"http://127.0.0.1:{31273 + PORT_OFFSET}/health"
         first_card_pid = get_json(card_health)["pid"]
         os.kill(first_card_pid, signal.SIGKILL)  # a card agent dies: the launcher brings it back
         wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] != first_card_pid, 30)

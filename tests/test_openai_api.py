@@ -8,6 +8,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from gradio_client import Client
 
 from tests.harness import API_KEY, Appliance
 
@@ -115,7 +116,6 @@ def test_malformed_requests_get_openai_shaped_400s(appliance: Appliance) -> None
 
 
 def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appliance) -> None:
-    from gradio_client import Client
 
     from tests.harness import wait_until
 
@@ -142,6 +142,16 @@ def test_embeddings_come_from_the_knowledge_bases_embedder(api: openai.OpenAI) -
     assert reply.usage.prompt_tokens > 0
     single = api.embeddings.create(model="all-minilm-l6-v2", input="four cards").data[0].embedding
     assert max(abs(a - b) for a, b in zip(single, vectors[0], strict=True)) < 1e-4
+
+
+def test_embeddings_too_large_for_one_request_are_refused_with_400(api: openai.OpenAI, appliance: Appliance) -> None:
+    cases = ((["x"] * 257, "257 texts; at most 256"), (["a" * 150_000, "b" * 50_001], "200001 characters"))
+    for too_big, says in cases:
+        with pytest.raises(openai.BadRequestError, match=says) as caught:
+            api.embeddings.create(model="all-minilm-l6-v2", input=too_big)
+        assert caught.value.body["param"] == "input"  # type: ignore[index]
+    assert Client(appliance.url, verbose=False).predict(api_name="/status")["state"] == "ready"
+    assert len(api.embeddings.create(model="all-minilm-l6-v2", input=["x"] * 256).data) == 256
 
 
 def test_a_card_that_is_down_gives_500_card_down_naming_it(api: openai.OpenAI, appliance: Appliance) -> None:

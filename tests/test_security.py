@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,8 @@ import pytest
 from gradio_client import Client
 
 from app.auth import hash_password, verify_password
-from tests.harness import ROOT, Appliance, free_port, wait_until
+from tests.gradio_queue import call, file_inputs, file_value, page_config
+from tests.harness import API_KEY, ROOT, Appliance, free_port, wait_until
 
 SECRETS = [Path("/etc/passwd"), ROOT / "pyproject.toml", ROOT / "app" / "settings.py"]
 PREFIXES = ["/gradio_api/file=", "/file=", "/kiosk/gradio_api/file=", "/gradio_api/static/", "/static/",
@@ -118,3 +121,140 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):
             c.predict(*(samples[p] for p in params), api_name=name)
+
+
+# -- files: a client can hand an endpoint only what it uploaded ------------------------------------
+
+PAGES = ["", "/kiosk", "/admin"]
+
+
+def serving(url: str) -> bool:
+    return httpx.get(url + "/", timeout=5).status_code == 200
+
+
+def test_every_step_that_takes_a_file_refuses_a_server_path(appliance: Appliance, tmp_path: Path) -> None:
+    """Found from each page's config, not listed by hand: a new file input is checked the day it appears."""
+    outside = tmp_path / "outside.md"
+    outside.write_text("# Outside\nThe launch code is QX-4471.", encoding="utf-8")
+    kb = appliance.data_dir.parent / "kb"
+    checked = 0
+    for prefix in PAGES:
+        for fn_index, inputs, files in file_inputs(page_config(appliance.url + prefix)):
+            for secret in ("/etc/passwd", str(outside), "/dev/zero", str(appliance.data_dir / "quartet.db")):
+                data = [file_value(secret, files[i]) if i in files else None for i in inputs]
+                started = time.monotonic()
+                done = call(appliance.url + prefix, fn_index, data)
+                assert not done.get("success"), f"{prefix or '/'} step {fn_index} accepted {secret}: {done}"
+                assert time.monotonic() - started < 10, f"{secret} held step {fn_index}"
+                assert serving(appliance.url)
+                checked += 1
+    assert checked >= 4, "the Documents tab's drop zone should be among the steps that take a file"
+    leaked = [p.name for p in kb.rglob("*") if p.name in ("passwd", "outside.md", "zero", "quartet.db")]
+    assert not leaked, f"copied into kb/: {leaked}"
+
+
+def test_the_named_ingest_endpoint_refuses_a_server_path(appliance: Appliance) -> None:
+    """The exact call of the attack report: POST /gradio_api/call/ingest with a path, no upload."""
+    value = [{"path": "/etc/passwd", "orig_name": "passwd", "meta": {"_type": "gradio.FileData"}}]
+    with httpx.Client(base_url=appliance.url, timeout=30) as http:
+        event = http.post("/gradio_api/call/ingest", json={"data": [value]}).json()["event_id"]
+        stream = http.get(f"/gradio_api/call/ingest/{event}").text
+    assert "event: error" in stream and "root:x:0:0" not in stream
+    assert not (appliance.data_dir.parent / "kb" / "passwd").exists()
+    documents = Client(appliance.url, verbose=False).predict(api_name="/documents")
+    assert not [d for d in documents if d["name"] == "passwd"]
+
+
+def test_a_symlink_in_kb_is_not_followed(appliance: Appliance, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere.md"
+    secret.write_text("# Elsewhere\nOnly the owner may read this: ZK-9921.", encoding="utf-8")
+    kb = appliance.data_dir.parent / "kb"
+    link = kb / "linked-secret.md"
+    link.symlink_to(secret)
+    beside = kb / "plain-note-for-symlink-test.md"
+    beside.write_text("# A plain note\nIndexed in the same moment as the link.", encoding="utf-8")
+    c = Client(appliance.url, verbose=False)
+    try:
+        # the plain file and the link are seen in the same watcher tick: once one is indexed, the other was judged
+        wait_until(lambda: [d for d in c.predict(api_name="/documents") if d["name"] == beside.name
+                            and d["status"] == "ok"], timeout=120, every=0.5)
+        names = [d["name"] for d in c.predict(api_name="/documents")]
+        assert link.name not in names
+    finally:
+        link.unlink()
+        beside.unlink()
+
+
+def test_every_admin_step_checks_the_session(appliance: Appliance) -> None:
+    """Each step of the admin page, joined by fn_index without logging in, gives away no catalog or log."""
+    url = appliance.url + "/admin"
+    config = page_config(url)
+    assert "Absent 27B" not in json.dumps(config), "the page itself lists the catalog before a login"
+    for dep in config["dependencies"]:
+        done = call(url, dep["id"], [None] * len(dep["inputs"]))
+        shown = json.dumps(done.get("output", ""))
+        assert "Absent 27B" not in shown and "admin session opened" not in shown, f"step {dep['id']}: {shown[:300]}"
+
+
+# -- safe on the LAN by default ---------------------------------------------------------------------
+
+
+def test_facing_the_lan_without_logins_or_keys_refuses_to_start(tmp_path: Path) -> None:
+    env = {**os.environ, "QUARTET_HOST": "0.0.0.0", "QUARTET_DATA_DIR": str(tmp_path), "QUARTET_PORT": "1"}
+    env.pop("QUARTET_API_KEYS", None)
+    env.pop("QUARTET_USERS", None)
+    done = subprocess.run([sys.executable, "-m", "app"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "without users and api_keys" in done.stderr and "allow_open_lan" in done.stderr
+    assert not (tmp_path / "quartet.db").exists(), "it refused before opening anything"
+
+
+def test_the_lan_check_and_its_override() -> None:
+    from app.settings import Settings
+
+    keys, users = ["sk-a"], {"ada": hash_password("x", iterations=1000)}
+    assert Settings(host="127.0.0.1").open_lan_problem() is None
+    assert Settings(host="localhost").open_lan_problem() is None
+    assert "without users" in (Settings(host="192.168.1.20", api_keys=keys).open_lan_problem() or "")
+    assert "without api_keys" in (Settings(host="0.0.0.0", users=users).open_lan_problem() or "")
+    assert "without users and api_keys" in (Settings(host="appliance.local").open_lan_problem() or "")
+    assert Settings(host="0.0.0.0", users=users, api_keys=keys).open_lan_problem() is None
+    assert Settings(host="0.0.0.0", allow_open_lan=True).open_lan_problem() is None
+    with pytest.raises(ValueError, match="blank"):
+        Settings(api_keys=[" "])
+
+
+@pytest.mark.parametrize("header", ["Bearer ", "Bearer", "Bearer  ", "Basic c2stcXVhcnRldC10ZXN0", "sk-quartet-test",
+                                    "Bearer sk-quartet-tes", "Bearer 钥匙"])
+def test_a_blank_or_malformed_bearer_gets_401_in_openais_shape(appliance: Appliance, header: str) -> None:
+    """Sent as raw bytes: client libraries refuse to send a header ending in a space, a server must cope."""
+    request = (f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {header}\r\n"
+               "Connection: close\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", appliance.port), timeout=10) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.split()[1] == b"401", head
+    error = json.loads(body)["error"]
+    assert error["code"] == "invalid_api_key" and error["type"] == "invalid_request_error"
+
+
+def test_metrics_need_a_key_and_health_does_not(appliance: Appliance) -> None:
+    assert httpx.get(appliance.url + "/metrics", timeout=10).status_code == 401
+    keyed = httpx.get(appliance.url + "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10)
+    assert keyed.status_code == 200 and "quartet_" in keyed.text
+    assert httpx.get(appliance.url + "/health", timeout=10).json()["ok"] is True
+
+
+def test_every_page_carries_the_content_security_policy(appliance: Appliance) -> None:
+    for path in ("/", "/kiosk/", "/admin/", "/v1/models", "/health", "/gradio_api/info"):
+        policy = httpx.get(appliance.url + path, timeout=10).headers.get("content-security-policy", "")
+        assert "img-src 'self' data: blob:" in policy and "default-src 'self'" in policy, f"{path}: {policy!r}"
+
+
+def test_admin_and_kiosk_answer_without_the_trailing_slash(appliance: Appliance) -> None:
+    for path in ("/admin", "/kiosk"):
+        response = httpx.get(appliance.url + path, timeout=10, follow_redirects=True)
+        assert response.status_code == 200 and str(response.url).endswith(path + "/")

@@ -8,6 +8,7 @@ decided by its first event, so a request that fails before any token still gets 
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import re
 import struct
@@ -44,14 +45,20 @@ def api_error(failure: Failed | EngineError, waiting: int = 0) -> ApiError:
     return ApiError(_STATUS[kind], message, type_=type_, code=_CODES.get(kind), param=param)
 
 
+def require_key(request: Request, keys: list[str]) -> None:
+    """401 in OpenAI's shape unless the request carries one of `keys` as its Bearer token (none set: open)."""
+    if not keys:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    token = given.strip().encode()
+    if scheme.lower() != "bearer" or not token or not any(hmac.compare_digest(token, key.encode()) for key in keys):
+        raise ApiError(401, "invalid API key: send one of the appliance's keys as 'Authorization: Bearer <key>'",
+                       type_="invalid_request_error", code="invalid_api_key")
+
+
 def build_router(ctx: AppContext) -> APIRouter:
     def authorised(request: Request) -> None:
-        keys = ctx.settings.api_keys
-        if not keys:
-            return
-        header = request.headers.get("authorization", "")
-        if not header.startswith("Bearer ") or header[7:] not in keys:
-            raise ApiError(401, "invalid API key", type_="invalid_request_error", code="invalid_api_key")
+        require_key(request, ctx.settings.api_keys)
 
     router = APIRouter(prefix="/v1", dependencies=[Depends(authorised)])
     served = model_id(ctx.settings.model_name)
@@ -83,6 +90,7 @@ def build_router(ctx: AppContext) -> APIRouter:
         if embed is None:
             raise ApiError(503, "no embedder is configured", type_="server_error", code="engine_unavailable")
         texts = [body.input] if isinstance(body.input, str) else body.input
+        _check_embedding_size(texts, max_inputs=ctx.settings.embed_max_inputs, max_chars=ctx.settings.embed_max_chars)
         vectors, tokens = embed(texts)
         encoded: list[Any] = vectors
         if body.encoding_format == "base64":  # what the openai package asks for: little-endian float32
@@ -95,6 +103,17 @@ def build_router(ctx: AppContext) -> APIRouter:
         }
 
     return router
+
+
+def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) -> None:
+    """400 before any work for a request too large to embed at once (each token is at least a character)."""
+    if len(texts) > max_inputs:
+        raise ApiError(400, f"input has {len(texts)} texts; at most {max_inputs} per request: send them in batches",
+                       type_="invalid_request_error", param="input")
+    chars = sum(len(text) for text in texts)
+    if chars > max_chars:
+        raise ApiError(400, f"input has {chars} characters; at most {max_chars} per request: send smaller batches",
+                       type_="invalid_request_error", param="input")
 
 
 class _Answer:

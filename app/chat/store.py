@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ def _m001_conversations(db: sqlite_utils.Database) -> None:
             "conversation_id": str,
             "role": str,
             "content": str,
-            "status": str,  # ok | stopped | error
+            "status": str,  # ok | stopped | error | streaming (being written) | interrupted (the app stopped)
             "stats": str,  # JSON of the engine's stats, for answers
             "created_at": str,
         },
@@ -35,7 +36,14 @@ def _m001_conversations(db: sqlite_utils.Database) -> None:
     db.table("conversations").create_index(["updated_at"])
 
 
-MIGRATIONS: list[Migration] = [("001_conversations", _m001_conversations)]
+def _m002_owner(db: sqlite_utils.Database) -> None:
+    # who a conversation belongs to: "user:<login>" or "browser:<random id>". Conversations from before
+    # owners existed get "" and are listed to no one.
+    db.table("conversations").add_column("owner", str, not_null_default="")
+    db.table("conversations").create_index(["owner", "updated_at"])
+
+
+MIGRATIONS: list[Migration] = [("001_conversations", _m001_conversations), ("002_owner", _m002_owner)]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Conversation:
     title: str
     system_prompt: str
     updated_at: str
+    owner: str
 
 
 class ChatStore:
@@ -62,11 +71,18 @@ class ChatStore:
         with self._lock:
             migrate(self._db, "chat", MIGRATIONS)
 
-    def create(self, system_prompt: str) -> str:
+    def mark_interrupted(self) -> int:
+        """At start: answers that were still being written when the app stopped keep their text, marked
+        interrupted. The number of such answers."""
+        with self._lock, self._db.conn:
+            cursor = self._db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+            return int(cursor.rowcount)
+
+    def create(self, system_prompt: str, *, owner: str) -> str:
         cid = uuid.uuid4().hex
         stamp = now()
         with self._lock, self._db.conn:
-            row = {"id": cid, "title": "New chat", "system_prompt": system_prompt}
+            row = {"id": cid, "title": "New chat", "system_prompt": system_prompt, "owner": owner}
             self._db.table("conversations").insert({**row, "created_at": stamp, "updated_at": stamp})
         return cid
 
@@ -75,10 +91,26 @@ class ChatStore:
             rows = list(self._db.table("conversations").rows_where("id = ?", [cid]))
         return _conversation(rows[0]) if rows else None
 
-    def recent(self, limit: int = 50) -> list[Conversation]:
+    def recent(self, owner: str, *, query: str = "", limit: int = 200) -> list[Conversation]:
+        """`owner`'s conversations, newest first; with `query`, those whose title or messages contain it."""
+        where, args = "owner = ?", [owner]
+        if query.strip():
+            pattern = "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where += (" AND (title LIKE ? ESCAPE '\\' OR id IN (SELECT conversation_id FROM messages"
+                      " WHERE content LIKE ? ESCAPE '\\'))")
+            args += [pattern, pattern]
         with self._lock:
-            rows = self._db.table("conversations").rows_where(order_by="updated_at desc", limit=limit)
+            rows = self._db.table("conversations").rows_where(where, args, order_by="updated_at desc", limit=limit)
             return [_conversation(row) for row in rows]
+
+    def rename(self, cid: str, title: str) -> None:
+        with self._lock, self._db.conn:
+            self._db.table("conversations").update(cid, {"title": _title(title)})
+
+    def delete(self, cid: str) -> None:
+        with self._lock, self._db.conn:
+            self._db.execute("DELETE FROM messages WHERE conversation_id = ?", [cid])
+            self._db.table("conversations").delete(cid)
 
     def messages(self, cid: str) -> list[StoredMessage]:
         with self._lock:
@@ -107,6 +139,14 @@ class ChatStore:
             conv.update(cid, changes)
         return int(message_id or 0)
 
+    def update(self, message_id: int, content: str, *, status: str, stats: dict[str, Any] | None = None) -> None:
+        """Rewrite a message's text and status (an answer saved while it streams, then at its end)."""
+        with self._lock, self._db.conn:
+            changes: dict[str, Any] = {"content": content, "status": status}
+            if stats is not None:
+                changes["stats"] = json.dumps(stats)
+            self._db.table("messages").update(message_id, changes)
+
     def drop_last_answer(self, cid: str) -> None:
         """Remove the trailing assistant messages, so the last question can be answered again."""
         with self._lock, self._db.conn:
@@ -121,9 +161,14 @@ class ChatStore:
 
 
 def _conversation(row: dict[str, Any]) -> Conversation:
-    return Conversation(row["id"], row["title"], row["system_prompt"], row["updated_at"])
+    return Conversation(row["id"], row["title"], row["system_prompt"], row["updated_at"], row["owner"])
+
+
+_MARKUP = re.compile(r"[*_`#>~]+|!?\[([^\]]*)\]\([^)]*\)|<[^>]*>")
 
 
 def _title(text: str) -> str:
-    line = " ".join(text.split())
+    """A one-line title from a message: Markdown and tags dropped, at most 60 characters."""
+    plain = _MARKUP.sub(lambda m: m.group(1) or " ", text)
+    line = " ".join(plain.split()) or "New chat"
     return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1] + "…"

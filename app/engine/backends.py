@@ -1,6 +1,6 @@
 """Two homes for the Engine behind one interface: a supervised worker process, or the app process.
 
-ggml-rpc aborts its host process when a card dies mid-answer (DESIGN.md fact 5), so by default
+ggml-rpc aborts its host process when a card dies mid-answer (docs/design.md, engine fact 5), so by default
 llama.cpp lives in a worker process: the app loses one answer, not itself. The in-process backend
 is for debugging; there, a dead card takes the whole app down.
 """

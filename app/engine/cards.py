@@ -1,6 +1,6 @@
 """Is a card there? A TCP connect to its RPC port, the one thing every card (real or local) answers.
 
-ggml aborts the whole process when it cannot reach a registered card (DESIGN.md fact 5), so cards
+ggml aborts the whole process when it cannot reach a registered card (docs/design.md, engine fact 5), so cards
 are probed before registration and, after a failure, to name the card that went away.
 """
 

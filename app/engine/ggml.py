@@ -1,6 +1,6 @@
 """ctypes bindings to ggml's backend registry and RPC backend: the only ctypes code in Quartet.
 
-Two traps (DESIGN.md facts 2-3): `Llama(rpc_servers=...)` is silently ignored, so the cards are
+Two traps (docs/design.md, engine facts 2-3): `Llama(rpc_servers=...)` is silently ignored, so the cards are
 registered here by hand; and ggml must be loaded by the soname libllama links against
 (`libggml.so.0`), or a second copy with its own registry is mapped and llama never sees the cards.
 """

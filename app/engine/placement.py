@@ -1,4 +1,4 @@
-"""Where llama put the model's layers, read from llama's own load log (DESIGN.md fact 3).
+"""Where llama put the model's layers, read from llama's own load log (docs/design.md, engine fact 3).
 
 A model that silently runs on the host CPU looks healthy and is four times too slow; the engine
 refuses it. The log is the only place llama says which device got which layer.

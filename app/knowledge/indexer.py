@@ -23,6 +23,7 @@ from app.knowledge.embedder import Embedder
 from app.knowledge.loaders import LoadedDocument, LoadError, Reader, load
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
+from app.knowledge.uploads import UploadError, is_regular_file, open_regular
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, int, int], None]  # (phase, pages done, pages in the document)
@@ -103,7 +104,7 @@ class Indexer:
     def _index(self, job: Job, *, report: Report, cancelled: Callable[[], bool], small_lane: bool) -> Result:
         path = job.path
         assert path is not None
-        if not path.is_file():
+        if not is_regular_file(path):  # gone, or a symlink, device or FIFO: never read through it
             return self._remove(str(path))
         doc_id = self.store.add(str(path), name=path.name, collection=job.collection)
         existing = self.store.document(doc_id)
@@ -245,7 +246,11 @@ def _file_state(path: Path, *, max_bytes: int) -> FileState:
         size, limit = stat.st_size / 2**20, max_bytes / 2**20
         raise LoadError("too_large", f"{path.name} is {size:.1f} MB; files up to {limit:.0f} MB can be indexed.")
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    try:
+        opened = open_regular(path)
+    except UploadError as err:
+        raise LoadError("unsupported", str(err)) from err
+    with opened as f:
         while block := f.read(1 << 20):
             digest.update(block)
     return FileState(digest.hexdigest(), stat.st_size, stat.st_mtime)

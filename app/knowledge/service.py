@@ -6,6 +6,7 @@ until `start()`; `stop()` ends the threads (a document being indexed resumes at 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,8 +80,8 @@ class KnowledgeService:
         """Queue files (folders: the files in them) for indexing; the number of files queued."""
         files: list[Path] = []
         for path in paths:
-            path = path.resolve()
-            if path.is_dir():
+            path = Path(os.path.abspath(path))  # not resolve(): a symlink stays a symlink, and is refused
+            if path.is_dir() and not path.is_symlink():
                 files.extend(p for p in sorted(path.rglob("*")) if p.is_file() and not ignored(p, path))
             else:
                 files.append(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import unicodedata
 from pathlib import Path
@@ -21,7 +22,7 @@ _MAX_NAME_BYTES = 200  # well under the 255-byte limit of common file systems, r
 _COPY_BLOCK = 1 << 20
 
 
-class UploadError(Exception):
+class UploadError(ValueError):
     """An upload that was refused, with a message for the person uploading."""
 
 
@@ -54,11 +55,35 @@ def save_upload(kb_dir: Path, filename: str, data: bytes | Path, *, max_bytes: i
                 _check_size(len(data), filename, max_bytes)
                 out.write(data)
             else:
-                with data.open("rb") as source:
+                with open_regular(data) as source:
                     _copy(source, out, filename=filename, max_bytes=max_bytes)
         return _link_unique(temp, root, name)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Open a regular file for reading — never a symlink, a device, a FIFO or a socket.
+
+    O_NOFOLLOW refuses a symlink in the last place, O_NONBLOCK keeps a FIFO from blocking the open,
+    and the check is made on the opened descriptor, so the file cannot be swapped in between."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        raise UploadError(f"{path.name} cannot be read as a file ({err.strerror or err}); it was not saved.") from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UploadError(f"{path.name} is not a regular file; only files can be uploaded.")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def is_regular_file(path: Path) -> bool:
+    """A regular file, not reached through a symlink in its last part."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _copy(source: BinaryIO, out: BinaryIO, *, filename: str, max_bytes: int) -> None:

@@ -28,10 +28,13 @@ _TICK_MS = 250
 
 
 def ignored(path: Path, root: Path) -> bool:
-    """Hidden files, editors' and browsers' temporary files, lock files, databases."""
+    """Hidden files, editors' and browsers' temporary files, lock files, databases — and symlinks, or
+    anything whose real place is outside `root`: only regular files inside the folder are documents."""
     try:
         parts = path.relative_to(root).parts
     except ValueError:
+        return True
+    if path.is_symlink() or not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
         return True
     if not parts or any(part.startswith(".") for part in parts):
         return True

@@ -1,55 +1,58 @@
-"""The admin page (/admin): log in, see the catalog and whether each model fits, switch models,
-change engine settings, read the admin log. Not linked from the user pages; every action is
-checked by the admin service on the server with the session's token."""
+"""The admin page (/admin): log in (Enter works), see the catalog and whether each model fits, switch
+models, change engine settings and cards, read the admin log. Not linked from the user pages; every
+step checks the session's token on the server, the catalog and log included. Long actions run as jobs
+of the admin service; a timer shows their progress, the engine's state and the cards live."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 import pandas as pd
 
-from app.admin import AdminDenied
-from app.context import AppContext
+from app.admin import AdminDenied, AdminService
 from app.engine.events import EngineError
 from app.ui import panels
+from app.ui.callers import client_address
 
-_CATALOG_COLUMNS = ["id", "name", "file", "present", "size_gib", "arch", "layers", "quant", "n_ctx", "kv_type",
-                    "need_gib_per_card", "fits", "loaded", "problem"]
+_EVERY_S = 1.0
+# What each catalog column means to a person, in the order they read it; the reason a model cannot load
+# comes early, where it is seen.
+_CATALOG = {"name": "Model", "fits": "Fits", "problem": "Why it cannot load", "loaded": "Loaded",
+            "size_gib": "Size (GiB)", "need_gib_per_card": "Needs per card (GiB)", "layers": "Layers",
+            "quant": "Quantisation", "n_ctx": "Context", "kv_type": "KV cache", "arch": "Architecture",
+            "file": "File"}
+_SETTINGS = ["n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split"]
 
 
-def build(ctx: AppContext) -> gr.Blocks:
-    admin = ctx.admin
+def build(admin: AdminService, status: Any) -> gr.Blocks:
+    """`status()` gives the appliance's status (engine and cards) for the live panel."""
     with gr.Blocks(title="Quartet admin", analytics_enabled=False) as page:
-        token = gr.State(None)
+        token, job = gr.State(None), gr.State(None)
         gr.Markdown("## Quartet admin")
         with gr.Column(visible=True) as door:
             password = gr.Textbox(label="Admin password", type="password", elem_id="admin-password")
             enter = gr.Button("Log in", variant="primary", elem_id="admin-login")
         with gr.Column(visible=False) as room:
-            status = gr.HTML(elem_id="admin-status")
-            table = gr.Dataframe(headers=_CATALOG_COLUMNS, interactive=False, wrap=True, elem_id="catalog")
+            live = gr.HTML(elem_id="admin-status")
             with gr.Row():
-                choice = gr.Dropdown(label="Model", choices=[e.id for e in admin.entries()], elem_id="model-choice")
+                choice = gr.Dropdown(label="Model", choices=[], elem_id="model-choice", scale=3)
                 sure = gr.Checkbox(label="Switch now: running answers stop, new ones wait", elem_id="confirm")
                 go = gr.Button("Switch model", variant="primary", elem_id="switch")
             result = gr.Markdown(elem_id="switch-result")
+            table = gr.Dataframe(headers=list(_CATALOG.values()), interactive=False, wrap=True, elem_id="catalog")
             with gr.Accordion("Engine settings", open=False):
                 with gr.Row():
-                    n_ctx = gr.Number(ctx.engine.config.n_ctx, label="context", precision=0)
-                    n_threads = gr.Number(ctx.engine.config.n_threads, label="threads", precision=0)
-                    n_batch = gr.Number(ctx.engine.config.n_batch, label="batch", precision=0)
-                    n_ubatch = gr.Number(ctx.engine.config.n_ubatch, label="micro-batch", precision=0)
-                    kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], value=ctx.engine.config.kv_type, label="KV cache")
-                    split = gr.Textbox(", ".join(f"{v:g}" for v in ctx.engine.config.tensor_split or ()),
-                                       label="tensor split (share per card; empty: by free memory)",
+                    n_ctx = gr.Number(label="context", precision=0)
+                    n_threads = gr.Number(label="threads", precision=0)
+                    n_batch = gr.Number(label="batch", precision=0)
+                    n_ubatch = gr.Number(label="micro-batch", precision=0)
+                    kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], label="KV cache")
+                    split = gr.Textbox(label="tensor split (share per card; empty: by free memory)",
                                        elem_id="tensor-split")
                 apply = gr.Button("Apply and reload", elem_id="apply-settings")
             with gr.Accordion("Cards", open=False):
-                endpoints = gr.Textbox("\n".join(ctx.engine.config.cards), lines=4, elem_id="card-endpoints",
+                endpoints = gr.Textbox(lines=4, elem_id="card-endpoints",
                                        label="Card endpoints (host:port, one per line; loopback or the internal link)")
                 with gr.Row():
                     ping = gr.Button("Ping", elem_id="ping-cards")
@@ -58,88 +61,110 @@ def build(ctx: AppContext) -> gr.Blocks:
                 pings = gr.Dataframe(interactive=False, label="Ping", elem_id="pings")
                 gr.Markdown("Changes last until the app restarts; to keep them, set `cards` in the settings file.")
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
+        timer = gr.Timer(_EVERY_S, active=False)
 
         def who(request: gr.Request) -> str:
-            return f"web {request.client.host if request.client else '?'}"
+            return f"web {client_address(request)}"
 
-        def refresh() -> tuple[Any, ...]:
-            return (
-                panels.overall(ctx.status()) + panels.card_strip(ctx.status(), compact=True),
-                pd.DataFrame(admin.catalog_view(), columns=_CATALOG_COLUMNS),
-                pd.DataFrame(admin.log()),
-            )
+        def denied(err: Exception) -> gr.Error:
+            return gr.Error(str(err))
+
+        def overview(key: str | None) -> tuple[Any, ...]:
+            """Catalog, log and model choices: for the admin only (the service checks the token)."""
+            try:
+                rows, log = admin.catalog_view(key), admin.log(key)
+            except AdminDenied as err:
+                raise denied(err) from err
+            catalog = pd.DataFrame([{label: _cell(row.get(k)) for k, label in _CATALOG.items()} for row in rows],
+                                   columns=list(_CATALOG.values()))
+            return catalog, pd.DataFrame(log), gr.update(choices=[(row["name"], row["id"]) for row in rows])
 
         def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
             try:
-                opened = admin.login(secret, who=who(request))
+                opened = admin.login(secret, who=who(request), client=client_address(request))
+                current = admin.engine_settings(opened)
             except AdminDenied as err:
-                raise gr.Error(str(err)) from err
-            return opened, gr.update(visible=False), gr.update(visible=True), "", *refresh()
+                raise denied(err) from err
+            shown = [current[name] for name in _SETTINGS[:5]] + [current["tensor_split"], current["cards"]]
+            return (opened, gr.update(visible=False), gr.update(visible=True), "", gr.Timer(active=True),
+                    _live(status()), *overview(opened), *shown)
 
-        def run(action: Any) -> Iterator[str]:
-            outcome: dict[str, str] = {}
+        def on_tick(key: str | None, job_id: str | None) -> tuple[Any, ...]:
+            try:
+                job_now = admin.job(key, job_id)
+            except AdminDenied:
+                return gr.update(), gr.update(), None, gr.update(), gr.update(), gr.update()
+            if job_now is None:
+                return _live(status()), gr.update(), None, gr.update(), gr.update(), gr.update()
+            if job_now.state == "running":
+                return _live(status()), _progress(admin, status()), job_id, gr.update(), gr.update(), gr.update()
+            return _live(status()), job_now.text, None, *overview(key)
 
-            def work() -> None:
-                try:
-                    info = action()
-                    outcome["text"] = f"✅ {info.name} loaded in {info.load_s:.1f} s"
-                except (EngineError, AdminDenied) as err:
-                    outcome["text"] = f"⚠ {err}"
+        def started(key: str | None, name: str, action: Any) -> tuple[str, str]:
+            try:
+                job_now = admin.start(key, name, action)
+            except (AdminDenied, EngineError) as err:
+                raise denied(err) from err
+            return job_now.id, f"⏳ {name}…"
 
-            worker = threading.Thread(target=work, daemon=True)
-            worker.start()
-            while worker.is_alive():
-                lines = [f"⏳ {ctx.status()['message']}"]
-                for card in admin.load_progress():
-                    lines.append(
-                        f"- card {card['card']} ({card['endpoint']}): no memory reading" if card["pct"] is None else
-                        f"- card {card['card']} ({card['endpoint']}): {card['loaded_gib']} of ≈{card['expected_gib']} "
-                        f"GiB ({card['pct']} %)"
-                    )
-                yield "\n".join(lines)
-                time.sleep(0.5)
-            yield outcome["text"]
-
-        def on_switch(key: str | None, model: str | None, confirmed: bool, request: gr.Request) -> Iterator[str]:
+        def on_switch(key: str | None, model: str | None, confirmed: bool, request: gr.Request) -> tuple[str, str]:
             if not confirmed or not model:
                 raise gr.Error("Choose a model and tick the confirmation first.")
-            yield from run(lambda: admin.switch_model(key, model, who=who(request)))
+            return started(key, f"switch to {model}", lambda: admin.switch_model(key, model, who=who(request)))
 
-        def on_apply(key: str | None, *values: Any, request: gr.Request) -> Iterator[str]:
-            names = ["n_ctx", "n_threads", "n_batch", "n_ubatch"]
-            changes: dict[str, Any] = {n: int(v) for n, v in zip(names, values[:4], strict=True)}
-            changes["kv_type"], changes["tensor_split"] = values[4], values[5]
-            yield from run(lambda: admin.apply_settings(key, changes, who=who(request)))
+        def on_apply(key: str | None, context: float, threads: float, batch: float, ubatch: float, kv: str,
+                     shares: str, request: gr.Request) -> tuple[str, str]:
+            changes = {"n_ctx": int(context), "n_threads": int(threads), "n_batch": int(batch),
+                       "n_ubatch": int(ubatch), "kv_type": kv, "tensor_split": shares}
+            return started(key, "engine settings", lambda: admin.apply_settings(key, changes, who=who(request)))
 
-        def listed(text: str) -> list[str]:
-            return [line.strip() for line in text.splitlines() if line.strip()]
+        def on_cards(key: str | None, text: str, request: gr.Request) -> tuple[str, str]:
+            return started(key, "card change", lambda: admin.set_cards(key, _listed(text), who=who(request)))
+
+        def on_restart(key: str | None, request: gr.Request) -> tuple[str, str]:
+            return started(key, "engine restart", lambda: admin.restart_engine(key, who=who(request)))
 
         def on_ping(key: str | None, text: str) -> pd.DataFrame:
             try:
-                return pd.DataFrame(admin.ping(key, listed(text)))
+                return pd.DataFrame(admin.ping(key, _listed(text)))
             except (EngineError, AdminDenied) as err:
-                raise gr.Error(str(err)) from err
+                raise denied(err) from err
 
-        def on_cards(key: str | None, text: str, request: gr.Request) -> Iterator[str]:
-            yield from run(lambda: admin.set_cards(key, listed(text), who=who(request)))
-
-        def on_restart(key: str | None, request: gr.Request) -> Iterator[str]:
-            yield from run(lambda: admin.restart_engine(key, who=who(request)))
-
-        ping.click(on_ping, [token, endpoints], pings, api_visibility="private", show_progress="hidden")
-        use.click(on_cards, [token, endpoints], result, api_visibility="private").then(
-            refresh, None, [status, table, history], api_visibility="private"
-        )
-        restart.click(on_restart, token, result, api_visibility="private").then(
-            refresh, None, [status, table, history], api_visibility="private"
-        )
-        enter.click(
-            on_login, password, [token, door, room, password, status, table, history], api_visibility="private",
-            show_progress="hidden",
-        )
-        go.click(on_switch, [token, choice, sure], result, api_visibility="private").then(
-            refresh, None, [status, table, history], api_visibility="private"
-        )
-        apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type, split], result,
-                    api_visibility="private").then(refresh, None, [status, table, history], api_visibility="private")
+        quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
+        fields = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, endpoints]
+        gr.on([enter.click, password.submit], on_login, password,
+              [token, door, room, password, timer, live, table, history, choice, *fields], **quiet)
+        timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
+        go.click(on_switch, [token, choice, sure], [job, result], **quiet)
+        apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type, split], [job, result], **quiet)
+        use.click(on_cards, [token, endpoints], [job, result], **quiet)
+        restart.click(on_restart, token, [job, result], **quiet)
+        ping.click(on_ping, [token, endpoints], pings, **quiet)
     return page
+
+
+def _live(status: dict[str, Any]) -> str:
+    return panels.overall(status) + panels.card_strip(status, compact=True)
+
+
+def _progress(admin: AdminService, status: dict[str, Any]) -> str:
+    lines = [f"⏳ {status['message']}"]
+    for card in admin.load_progress():
+        lines.append(
+            f"- card {card['card']} ({card['endpoint']}): no memory reading" if card["pct"] is None else
+            f"- card {card['card']} ({card['endpoint']}): {card['loaded_gib']} of ≈{card['expected_gib']} GiB "
+            f"({card['pct']} %)"
+        )
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return "" if value is None else value
+
+
+def _listed(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]

@@ -1,105 +1,203 @@
-"""The Chat tab: streaming answers, Stop, Regenerate, New chat, saved conversations."""
+"""The Chat tab: the transcript fills the window with the composer pinned below it; Send turns into Stop
+while an answer streams; conversations are the browser's own (or the login's), listed in a drawer on a
+phone, searchable, renamable, deletable and exportable. Handlers call the chat service only."""
 
 from __future__ import annotations
 
+import secrets
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from app.chat.service import ChatUpdate
-from app.context import AppContext
+from app.chat.service import ChatService, ChatUpdate
+from app.chat.store import Conversation, StoredMessage
 from app.ui import display
+from app.ui.callers import owner_of, session_of
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE, OnLoad
 
+# Inline and display maths as people (and models) write it.
+LATEX: list[dict[str, str | bool]] = [
+         {"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
+         {"left": "\\(", "right": "\\)", "display": False}, {"left": "$", "right": "$", "display": False}]
 
-def build(ctx: AppContext) -> OnLoad:
-    chat = ctx.chat
-    conversation = gr.BrowserState(None, storage_key="quartet-conversation")
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=220):
-            new_chat = gr.Button("New chat", elem_id="new-chat")
-            picker = gr.Radio(label="Conversations", choices=_choices(ctx), elem_id="conversations")
-        with gr.Column(scale=4):
-            with gr.Accordion("System prompt", open=False, elem_id="system-prompt-box"):
-                system = gr.Textbox(ctx.settings.system_prompt, lines=3, show_label=False, elem_id="system-prompt")
-            bubbles = gr.Chatbot(
-                height=520, elem_id="chatbot", buttons=["copy"], feedback_options=None, show_label=False
-            )
+
+def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str) -> OnLoad:
+    browser = gr.BrowserState(None, storage_key=identity_key)  # a random id: whose conversations these are
+    conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation")
+    drawer_open = gr.State(False)
+    with gr.Row(equal_height=False, elem_id="chat-layout"):
+        with gr.Column(scale=1, min_width=240, elem_id="chat-list") as listing:
+            new_chat = gr.Button("+ New chat", elem_id="new-chat")
+            search = gr.Textbox(placeholder="Search chats…", show_label=False, elem_id="chat-search")
+            picker = gr.Radio(label="Conversations", choices=[], elem_id="conversations")
+            with gr.Accordion("This chat", open=False, elem_id="chat-manage"):
+                title = gr.Textbox(label="Title", elem_id="chat-title")
+                rename = gr.Button("Rename", elem_id="rename-chat")
+                with gr.Row():
+                    as_markdown = gr.DownloadButton("Export Markdown", elem_id="export-chat-md")
+                    as_json = gr.DownloadButton("Export JSON", elem_id="export-chat-json")
+                delete = gr.Button("Delete chat…", elem_id="delete-chat")
+                really = gr.Button("Delete it for good", variant="stop", visible=False, elem_id="delete-chat-confirm")
+        with gr.Column(scale=4, elem_id="chat-main"):
+            with gr.Row(elem_id="chat-top"):
+                drawer = gr.Button("☰ Chats", size="sm", scale=0, elem_id="chat-drawer")
+                with gr.Accordion("System prompt", open=False, elem_id="system-prompt-box"):
+                    system = gr.Textbox(default_prompt, lines=3, show_label=False, elem_id="system-prompt")
+            bubbles = gr.Chatbot(elem_id="chatbot", buttons=["copy"], feedback_options=None, show_label=False,
+                                 latex_delimiters=LATEX, height="auto")
             line = gr.Markdown(elem_id="chat-status")
-            with gr.Row():
-                box = gr.Textbox(
-                    placeholder="Message Quartet…", show_label=False, scale=6, lines=1, max_lines=8,
-                    elem_id="chat-input",
-                )
-                send = gr.Button("Send", variant="primary", scale=1, elem_id="send")
-                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
-                regenerate = gr.Button("Regenerate", scale=1, elem_id="regenerate")
+            with gr.Row(elem_id="composer"):
+                box = gr.Textbox(placeholder="Message Quartet…", show_label=False, scale=6, lines=1, max_lines=8,
+                                 elem_id="chat-input")
+                send = gr.Button("Send", variant="primary", scale=1, min_width=90, elem_id="send")
+                stop = gr.Button("Stop", variant="stop", scale=1, min_width=90, visible=False, elem_id="stop")
+                regenerate = gr.Button("Regenerate", scale=1, min_width=110, interactive=False, elem_id="regenerate")
 
-    def stream(updates: Iterator[ChatUpdate], cid: str) -> Iterator[tuple[Any, ...]]:
-        history = chat.store.messages(cid)
-        for update in display.throttle(updates, ctx.settings.ui_updates_per_s):
+    def listed(owner: str, cid: str | None, query: str = "") -> dict[str, Any]:
+        choices = [_label(c) for c in chat.recent(owner, query=query)]
+        return gr.update(choices=choices, value=cid if any(c[1] == cid for c in choices) else None)
+
+    def shown(owner: str, cid: str | None, query: str = "") -> tuple[Any, ...]:
+        """Everything the tab shows for one conversation (or none): transcript, prompt, list, title, buttons."""
+        found = _owned(chat, cid, owner)
+        history = chat.history(found.id, owner=owner) if found else []
+        return (display.bubbles(history), found.system_prompt if found else default_prompt,
+                found.id if found else None, listed(owner, found.id if found else None, query),
+                found.title if found else "", gr.update(interactive=_answered(history)), display.last_stats(history))
+
+    def on_load(browser_id: str | None, cid: str | None, request: gr.Request) -> tuple[Any, ...]:
+        browser_id = browser_id or secrets.token_urlsafe(18)
+        return browser_id, *shown(owner_of(request, browser_id), cid)
+
+    def stream(updates: Iterator[ChatUpdate], cid: str, owner: str) -> Iterator[tuple[Any, ...]]:
+        history = chat.history(cid, owner=owner)
+        for update in display.throttle(updates, updates_per_s):
             if update.done:
-                history = chat.store.messages(cid)
+                history = chat.history(cid, owner=owner)
             yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update()
 
-    def on_send(text: str, cid: str | None, prompt: str, request: gr.Request) -> Iterator[tuple[Any, ...]]:
+    def on_send(text: str, cid: str | None, prompt: str, browser_id: str | None,
+                request: gr.Request) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise gr.Error("Type a message first.")
-        cid = _conversation(ctx, cid, prompt)
-        updates = chat.send(cid, text, owner=request.session_hash or "anon")
-        yield display.bubbles(chat.store.messages(cid)), "", cid, ""
-        yield from stream(updates, cid)
-
-    def on_regenerate(cid: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
-        if not cid:
-            raise gr.Error("There is no answer to regenerate yet.")
+        owner = owner_of(request, browser_id)
         try:
-            updates = chat.regenerate(cid, owner=request.session_hash or "anon")
+            cid = chat.open(_owned_id(chat, cid, owner), owner=owner, system_prompt=prompt)
+            updates = chat.send(cid, text, owner=owner, session=session_of(request))
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        yield from stream(updates, cid)
+        yield display.bubbles(chat.history(cid, owner=owner)), "", cid, ""
+        yield from stream(updates, cid, owner)
 
-    def on_stop(request: gr.Request) -> None:
-        chat.stop(request.session_hash or "anon")
+    def on_regenerate(cid: str | None, browser_id: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
+        owner = owner_of(request, browser_id)
+        try:
+            updates = chat.regenerate(cid or "", owner=owner, session=session_of(request))
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+        yield from stream(updates, cid or "", owner)
 
-    def on_pick(cid: str | None) -> tuple[Any, ...]:
-        found = chat.store.get(cid) if cid else None
+    def busy(streaming: bool) -> tuple[Any, ...]:
+        return gr.update(visible=not streaming), gr.update(visible=streaming)
+
+    def settled(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        owner = owner_of(request, browser_id)
+        found = _owned(chat, cid, owner)
+        history = chat.history(found.id, owner=owner) if found else []
+        return (*busy(False), listed(owner, cid, query), gr.update(interactive=_answered(history)),
+                found.title if found else "")
+
+    def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        return *shown(owner_of(request, browser_id), cid, query), gr.update(elem_classes=[]), False
+
+    def on_new(browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        return *shown(owner_of(request, browser_id), None, query), gr.update(elem_classes=[]), False
+
+    def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
+        return listed(owner_of(request, browser_id), cid, query)
+
+    def on_rename(cid: str | None, text: str, browser_id: str | None, query: str,
+                  request: gr.Request) -> dict[str, Any]:
+        owner = owner_of(request, browser_id)
+        try:
+            chat.rename(cid or "", text, owner=owner)
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+        return listed(owner, cid, query)
+
+    def on_delete(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        owner = owner_of(request, browser_id)
+        try:
+            chat.delete(cid or "", owner=owner)
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+        return *shown(owner, None), gr.update(visible=False)
+
+    def on_export(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        owner = owner_of(request, browser_id)
+        found = _owned(chat, cid, owner)
         if found is None:
-            return [], ctx.settings.system_prompt, None, gr.update(choices=_choices(ctx), value=None)
-        return (
-            display.bubbles(chat.store.messages(found.id)),
-            found.system_prompt,
-            found.id,
-            gr.update(choices=_choices(ctx), value=found.id),
-        )
+            return None, None
+        return (_written(found, chat.export(found.id, owner=owner, as_json=False), ".md"),
+                _written(found, chat.export(found.id, owner=owner, as_json=True), ".json"))
 
-    def on_new() -> tuple[Any, ...]:
-        return [], "", None, ctx.settings.system_prompt, gr.update(value=None)
-
-    engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE}
+    quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+    engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
+                                    "api_visibility": "private"}
+    view = [bubbles, system, conversation, picker, title, regenerate, line]
     outputs = [bubbles, line, conversation, box]
-    sent = gr.on(
-        [send.click, box.submit], on_send, [box, conversation, system], outputs, api_visibility="private",
-        **engine_bound,
-    )
-    sent.then(lambda cid: gr.update(choices=_choices(ctx), value=cid), conversation, picker, queue=False,
-              api_visibility="private")
-    regenerate.click(on_regenerate, conversation, outputs, api_visibility="private", **engine_bound)
-    stop.click(on_stop, None, None, queue=False, api_visibility="private")
-    picker.input(on_pick, picker, [bubbles, system, conversation, picker], queue=False, api_visibility="private")
-    new_chat.click(on_new, None, [bubbles, line, conversation, system, picker], queue=False, api_visibility="private")
-    return OnLoad(on_pick, [conversation], [bubbles, system, conversation, picker])
+    after = [send, stop, picker, regenerate, title]
+    started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
+    sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
+    sent.then(settled, [conversation, browser, search], after, **quiet).then(
+        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
+    redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
+    redone.then(settled, [conversation, browser, search], after, **quiet).then(
+        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    def on_stop(request: gr.Request) -> None:
+        chat.stop(session_of(request))
+
+    stop.click(on_stop, None, None, **quiet)
+    # another conversation picked while one streams: that stream ends (its answer is kept, as stopped)
+    picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=[sent, redone], **quiet)
+    new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=[sent, redone], **quiet)
+    search.change(on_search, [search, conversation, browser], picker, **quiet)
+    rename.click(on_rename, [conversation, title, browser, search], picker, **quiet)
+    delete.click(lambda: gr.update(visible=True), None, really, **quiet)
+    really.click(on_delete, [conversation, browser], [*view, really], **quiet)
+    conversation.change(on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    drawer.click(lambda opened: (gr.update(elem_classes=[] if opened else ["q-open"]), not opened),
+                 drawer_open, [listing, drawer_open], **quiet)
+    return OnLoad(on_load, [browser, conversation], [browser, *view])
 
 
-def _conversation(ctx: AppContext, cid: str | None, prompt: str) -> str:
-    found = ctx.chat.store.get(cid) if cid else None
-    if found is None:
-        return ctx.chat.store.create(prompt)
-    if prompt != found.system_prompt:
-        ctx.chat.store.set_system_prompt(found.id, prompt)
-    return found.id
+def _owned(chat: ChatService, cid: str | None, owner: str) -> Conversation | None:
+    try:
+        return chat.conversation(cid, owner=owner) if cid else None
+    except ValueError:
+        return None
 
 
-def _choices(ctx: AppContext) -> list[tuple[str, str]]:
-    return [(c.title, c.id) for c in ctx.chat.store.recent()]
+def _owned_id(chat: ChatService, cid: str | None, owner: str) -> str | None:
+    found = _owned(chat, cid, owner)
+    return found.id if found else None
+
+
+def _answered(history: list[StoredMessage]) -> bool:
+    return any(m.role == "assistant" for m in history)
+
+
+def _label(conversation: Conversation) -> tuple[str, str]:
+    return f"{conversation.title} · {conversation.updated_at[:10]}", conversation.id
+
+
+def _written(conversation: Conversation, text: str, suffix: str) -> str:
+    folder = Path(tempfile.gettempdir()) / "quartet-chat-exports" / conversation.id
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"chat-{conversation.updated_at[:10]}{suffix}"
+    path.write_text(text, encoding="utf-8")
+    return str(path)

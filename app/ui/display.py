@@ -9,6 +9,7 @@ from typing import Any
 
 from app.chat.service import ChatUpdate
 from app.chat.store import StoredMessage
+from app.ui.rendering import safe_markdown
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -24,26 +25,43 @@ def stats_line(stats: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _footer(message: StoredMessage) -> str:
+def _note(message: StoredMessage) -> str | None:
+    """What to say beside an answer that did not end normally (shown apart from it, so Copy copies the answer)."""
     if message.status == "error":
-        error = (message.stats or {}).get("error", "the answer failed")
-        return f"\n\n<span class='q-error'>⚠ {html.escape(error)}</span>"
-    if message.stats:
-        return f"\n\n<span class='q-stats'>{stats_line(message.stats)}</span>"
+        return f"⚠ {(message.stats or {}).get('error', 'the answer failed')}"
     if message.status == "stopped":
-        return "\n\n<span class='q-stats'>stopped</span>"
-    return ""
+        return "stopped"
+    if message.status == "interrupted":
+        return "⚠ interrupted: the appliance restarted while this answer was written"
+    if message.status == "streaming":
+        return "still being written…"
+    return None
 
 
-def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> list[dict[str, str]]:
-    shown = [
-        {"role": m.role, "content": m.content + (_footer(m) if m.role == "assistant" else "")}
-        for m in history
-        if m.role in ("user", "assistant")
-    ]
+def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> list[dict[str, Any]]:
+    """The transcript for gr.Chatbot: each message's own text only (rendered safely); an answer that
+    failed, stopped or was interrupted gets a small note after it."""
+    shown: list[dict[str, Any]] = []
+    for m in history:
+        if m.role not in ("user", "assistant"):
+            continue
+        if m.content or m.role == "user":
+            shown.append({"role": m.role, "content": safe_markdown(m.content)})
+        note = _note(m) if m.role == "assistant" else None
+        if note:
+            shown.append({"role": "assistant", "content": "", "metadata": {"title": note, "status": "done"}})
     if live is not None and not live.done:
-        shown.append({"role": "assistant", "content": live.text or "…"})
+        shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
     return shown
+
+
+def last_stats(history: list[StoredMessage]) -> str:
+    """The status line for a conversation just opened: how its last answer went."""
+    answers = [m for m in history if m.role == "assistant"]
+    if not answers:
+        return ""
+    last = answers[-1]
+    return _note(last) or (stats_line(last.stats) if last.stats else "")
 
 
 def waiting_line(update: ChatUpdate) -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from app.context import AppContext
 from app.knowledge.answer import Answer, Source
+from app.ui.rendering import literal, safe_markdown
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 _COLUMNS = ["id", "name", "collection", "status", "pages", "chunks", "problem"]
@@ -66,7 +67,7 @@ def build(ctx: AppContext) -> gr.Timer:
         results = []
         for name in files or []:
             try:
-                saved = kb.upload(Path(name).name, Path(name))
+                saved = kb.upload(Path(name).name, Path(name))  # Gradio took it only from its upload folder
                 results.append({"file": Path(name).name, "saved_as": saved.name, "status": "queued"})
             except ValueError as err:
                 results.append({"file": Path(name).name, "status": "refused", "reason": str(err)})
@@ -118,7 +119,7 @@ def _source_choices(sources: list[Source]) -> list[tuple[str, int]]:
 
 
 def _answer_md(update: Answer) -> str:
-    text = update.text
+    text = safe_markdown(update.text)
     if update.waiting:
         text = f"⏳ waiting, position {update.waiting}\n\n" + text
     if update.progress and not update.done:
@@ -127,7 +128,7 @@ def _answer_md(update: Answer) -> str:
         text += f"\n\n⚠ {update.error}"
     if update.done and update.sources:
         cited = update.cited() or update.sources
-        text += "\n\n" + "  \n".join(f"[{s.number}] {s.name}, page {s.page}" for s in cited)
+        text += "\n\n" + "  \n".join(f"\\[{s.number}\\] {literal(s.name)}, page {s.page}" for s in cited)
     return text
 
 

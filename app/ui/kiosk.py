@@ -1,11 +1,12 @@
-"""The kiosk page (/kiosk) for the touchscreen on the box: large type, the cards, chat — nothing else."""
+"""The kiosk page (/kiosk) for the touchscreen on the box: large type, the model and engine state, the
+cards, chat with the kiosk's own conversations — nothing else."""
 
 from __future__ import annotations
 
 import gradio as gr
 
 from app.context import AppContext
-from app.ui import chat_tab, panels
+from app.ui import chat_tab, display, panels
 
 _EVERY_S = 2.0
 
@@ -13,10 +14,15 @@ _EVERY_S = 2.0
 def build(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Quartet", analytics_enabled=False) as page:
         strip = gr.HTML(panels.card_strip(ctx.status(), compact=True), elem_id="kiosk-cards")
-        load = chat_tab.build(ctx)
+        header = gr.HTML(display.header_html(ctx.status()), elem_id="q-header")
+        load = chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
+                              updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-kiosk")
         timer = gr.Timer(_EVERY_S)
-        timer.tick(
-            lambda: panels.card_strip(ctx.status(), compact=True), None, strip, queue=False, api_visibility="private"
-        )
+        def now() -> tuple[str, str]:
+            status = ctx.status()
+            return display.header_html(status), panels.card_strip(status, compact=True)
+
+        timer.tick(now, None, [header, strip], queue=False, api_visibility="private")
         page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")
+        page.load(now, None, [header, strip], queue=False, api_visibility="private")
     return page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import AppContext
-from app.ui import api_endpoints, cards_tab, chat_tab, display, documents_tab, extraction_tab
+from app.ui import api_endpoints, cards_tab, chat_api, chat_tab, display, documents_tab, extraction_tab
 
 _HEADER_EVERY_S = 2.0
 
@@ -15,13 +15,15 @@ def build(ctx: AppContext) -> gr.Blocks:
         header = gr.HTML(display.header_html(ctx.status()), elem_id="q-header")
         with gr.Tabs():
             with gr.Tab("Chat", id="chat") as chat:
-                loads = [chat_tab.build(ctx)]
+                loads = [chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
+                                        updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-browser")]
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer = documents_tab.build(ctx)
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer = extraction_tab.build(ctx)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer = cards_tab.build(ctx)
+        chat_api.register(ctx.chat, updates_per_s=ctx.settings.ui_updates_per_s)
         api_endpoints.register(ctx)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
@@ -35,4 +37,6 @@ def build(ctx: AppContext) -> gr.Blocks:
             )
         for load in loads:
             page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")
+        # the header as it is now, not as it was when the page was built (at boot: "no model · loading")
+        page.load(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
     return page

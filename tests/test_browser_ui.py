@@ -1,0 +1,252 @@
+"""The UI people live in, in a real Chromium at the sizes where it was tried: the chat fits the window,
+a phone gets a drawer, Send turns into Stop, each browser has its own conversations, dark mode is
+readable, the kiosk is large, and a page says "offline" when the appliance stops answering."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import Appliance, free_port, wait_until
+
+pytestmark = pytest.mark.browser
+
+CONTRAST = """(el) => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  let bg = null;
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) { bg = c; break; }
+  }
+  bg = bg || [255, 255, 255];
+  const fg = rgb(getComputedStyle(el).color);
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+
+def open_chat(browser: Any, url: str, width: int, height: int, **options: Any) -> Any:
+    page = browser.new_page(viewport={"width": width, "height": height}, **options)
+    page.goto(url, wait_until="load")
+    page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    page.locator("#chat-input textarea").fill(text)
+    page.locator("#send").click()
+    page.wait_for_function("() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)",
+                           timeout=90_000)
+    page.locator("#send").wait_for(state="visible", timeout=10_000)
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1366, 768), (1920, 1080)])
+def test_the_transcript_fills_the_window_and_the_composer_is_in_view(
+    browser: Any, appliance: Appliance, artifacts: Path, size: tuple[int, int]
+) -> None:
+    width, height = size
+    page = open_chat(browser, appliance.url, width, height)
+    composer = page.locator("#chat-input").bounding_box()
+    transcript = page.locator("#chatbot").bounding_box()
+    page.screenshot(path=str(artifacts / f"chat-{width}x{height}.png"))
+    assert composer["y"] + composer["height"] <= height, f"the message box is cut off at {size}: {composer}"
+    assert transcript["height"] >= 0.45 * height, f"the transcript is {transcript['height']} px of {height}"
+    page.close()
+
+
+def test_on_a_phone_the_conversations_are_a_drawer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
+    page = open_chat(browser, appliance.url, 390, 844)
+    box = page.locator("#chat-input").bounding_box()
+    assert box["y"] + box["height"] <= 844, f"the message box is below the first screen: {box}"
+    assert not page.locator("#conversations").is_visible()
+    page.screenshot(path=str(artifacts / "chat-phone.png"))
+    page.locator("#chat-drawer").click()
+    page.locator("#conversations").wait_for(state="visible", timeout=5_000)
+    page.screenshot(path=str(artifacts / "chat-phone-drawer.png"))
+    page.locator("#chat-drawer").click()
+    page.locator("#conversations").wait_for(state="hidden", timeout=5_000)
+    page.close()
+
+
+def test_send_turns_into_stop_and_regenerate_waits_for_an_answer(browser: Any, appliance: Appliance) -> None:
+    page = open_chat(browser, appliance.url, 1366, 768)
+    page.locator("#new-chat").click()
+    assert page.locator("#regenerate").is_disabled(), "Regenerate is active in an empty chat"
+    page.locator("#chat-input textarea").fill("Tell me a long story about the sea.")
+    page.locator("#send").click()
+    page.locator("#stop").wait_for(state="visible", timeout=10_000)
+    swapped = page.evaluate("() => [document.querySelector('#send'), document.querySelector('#stop')]"
+                            ".map(e => !!(e && e.offsetParent))")
+    assert swapped == [False, True], f"while streaming (send, stop) visible: {swapped}"
+    with contextlib.suppress(Exception):  # a short answer may be over before the click
+        page.locator("#stop").click(timeout=2_000)
+    page.locator("#send").wait_for(state="visible", timeout=15_000)
+    assert not page.locator("#stop").is_visible()
+    assert page.locator("#regenerate").is_enabled()
+    bubbles = page.locator("#chatbot").inner_html()
+    assert "q-stats" not in bubbles, "the answer's text carries markup that Copy would copy"
+    page.close()
+
+
+def test_each_browser_has_its_own_conversations(browser: Any, appliance: Appliance) -> None:
+    first = browser.new_context(viewport={"width": 1366, "height": 768})
+    second = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        a = first.new_page()
+        a.goto(appliance.url, wait_until="load")
+        a.locator("#chat-input textarea").wait_for(timeout=15_000)
+        send(a, "Private note from colleague A about the budget.")
+        a.locator("#conversations").get_by_text("Private note from colleague A").wait_for(timeout=10_000)
+        b = second.new_page()
+        b.goto(appliance.url, wait_until="load")
+        b.locator("#chat-input textarea").wait_for(timeout=15_000)
+        b.wait_for_timeout(1_000)
+        assert b.locator("#conversations").get_by_text("Private note from colleague A").count() == 0
+        assert "Private note" not in b.locator("#chatbot").inner_text()
+        a.reload(wait_until="load")  # A keeps its own after a reload
+        a.locator("#conversations").get_by_text("Private note from colleague A").wait_for(timeout=15_000)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_conversations_can_be_searched_renamed_and_deleted(browser: Any, appliance: Appliance) -> None:
+    page = open_chat(browser, appliance.url, 1366, 768)
+    page.locator("#new-chat").click()
+    send(page, "**Lighthouse** maintenance schedule?")
+    listing = page.locator("#conversations")
+    listing.get_by_text("Lighthouse maintenance schedule?").wait_for(timeout=10_000)  # the title has no Markdown
+    page.locator("#chat-manage").click()
+    page.locator("#chat-title textarea, #chat-title input").first.fill("Beacon upkeep")
+    page.locator("#rename-chat").click()
+    listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)
+    page.locator("#chat-search input, #chat-search textarea").first.fill("maintenance")
+    page.wait_for_timeout(800)
+    assert listing.get_by_text("Beacon upkeep").count() == 1  # found by what was said in it
+    page.locator("#chat-search input, #chat-search textarea").first.fill("no chat says this")
+    page.wait_for_timeout(800)
+    assert listing.get_by_text("Beacon upkeep").count() == 0
+    page.locator("#chat-search input, #chat-search textarea").first.fill("")
+    listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)
+    page.locator("#delete-chat").click()
+    page.locator("#delete-chat-confirm").click()
+    listing.get_by_text("Beacon upkeep").wait_for(state="detached", timeout=10_000)
+    assert page.locator("#chatbot").inner_text().strip() == ""
+    page.close()
+
+
+def test_dark_mode_card_panels_are_readable(browser: Any, appliance: Appliance, artifacts: Path) -> None:
+    page = browser.new_page(viewport={"width": 1366, "height": 900}, color_scheme="dark")
+    page.goto(appliance.url, wait_until="load")
+    page.get_by_role("tab", name="Cards").click()
+    page.locator("#card-panels .q-panel .q-v").first.wait_for(timeout=15_000)
+    page.screenshot(path=str(artifacts / "cards-dark.png"), full_page=True)
+    for selector in ("#card-panels .q-panel .q-v", "#card-panels .q-panel .q-title", "#q-header .q-card",
+                     "#q-header .q-state"):
+        for element in page.locator(selector).all()[:6]:
+            ratio = element.evaluate(CONTRAST)
+            assert ratio >= 4.5, f"{selector} '{element.inner_text()}' has contrast {ratio:.2f}"
+    page.close()
+
+
+def test_the_kiosk_fills_its_screen_in_large_type(browser: Any, appliance: Appliance, artifacts: Path) -> None:
+    page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    page.goto(appliance.url + "/kiosk/", wait_until="load")
+    page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    page.locator("#q-header").get_by_text("ready").wait_for(timeout=15_000)
+    send(page, "Hello from the kiosk.")
+    size = page.locator("#chatbot [data-testid='user']").last.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 28, f"kiosk message text is {size} px"
+    value = page.locator("#kiosk-cards .q-v").first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert value >= 24, f"kiosk card values are {value} px"
+    transcript = page.locator("#chatbot").bounding_box()
+    assert transcript["height"] >= 0.4 * 1080
+    assert page.evaluate("() => document.documentElement.scrollHeight") <= 1080 + 2, "the kiosk page scrolls"
+    page.screenshot(path=str(artifacts / "kiosk-1920x1080.png"))
+    page.close()
+
+
+@pytest.fixture
+def lone_app(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """An app of its own (no cards: only the page matters), to be stopped by the test."""
+    port = free_port()
+    env = {**os.environ, "QUARTET_PORT": str(port), "QUARTET_DATA_DIR": str(tmp_path / "var"),
+           "QUARTET_KB_DIR": str(tmp_path / "kb"), "QUARTET_CARDS": json.dumps(["127.0.0.1:1"])}
+    proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, timeout=120, every=0.3)
+    yield url, proc
+    proc.kill()
+    proc.wait(timeout=20)
+
+
+def test_the_page_says_offline_within_five_seconds(browser: Any, lone_app: tuple[str, Any]) -> None:
+    import time
+
+    url, proc = lone_app
+    page = open_chat(browser, url, 1366, 768)
+    assert not page.evaluate("() => document.body.classList.contains('q-offline')")
+    proc.kill()
+    proc.wait(timeout=10)
+    gone = time.monotonic()
+    page.wait_for_function("() => document.body.classList.contains('q-offline')", timeout=5_000)
+    assert time.monotonic() - gone < 5
+    page.close()
+
+
+def admin_login(page: Any, url: str) -> None:
+    from tests.harness import ADMIN_PASSWORD
+
+    page.goto(url + "/admin/", wait_until="load")
+    page.locator("#admin-password input").wait_for(timeout=15_000)
+    for _ in range(20):  # another test's wrong password may have started this address's throttle
+        page.locator("#admin-password input").fill(ADMIN_PASSWORD)
+        page.locator("#admin-password input").press("Enter")
+        try:
+            page.locator("#catalog").wait_for(timeout=5_000)
+            return
+        except Exception:
+            page.wait_for_timeout(1_500)
+    raise AssertionError("could not log in to the admin page")
+
+
+def test_admin_applies_engine_settings_and_shows_progress_live(
+    browser: Any, appliance: Appliance, artifacts: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    admin_login(page, appliance.url)
+    catalog = page.locator("#catalog").inner_text()
+    assert "Why it cannot load" in catalog and "Absent 27B" in catalog and "need_gib_per_card" not in catalog
+    page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
+    page.get_by_text("Engine settings").click()
+    page.locator("#apply-settings").click()
+    seen = set()
+    for _ in range(600):  # the page's own timer shows the reload as it happens
+        seen.add(page.locator("#admin-status").inner_text().split("\n")[0][:40])
+        if "loaded in" in page.locator("#switch-result").inner_text():
+            break
+        page.wait_for_timeout(200)
+    result = page.locator("#switch-result").inner_text()
+    page.screenshot(path=str(artifacts / "admin-applied.png"), full_page=True)
+    assert "loaded in" in result, f"Apply and reload said: {result!r}"
+    assert len(seen) > 1, f"the status never changed during the reload: {seen}"
+    page.close()
