@@ -13,6 +13,7 @@ import pytest
 
 from app.knowledge.loaders import LoadError, Reader, ReadLimits, load
 from app.knowledge.loaders.decoding import decode_text
+from app.knowledge.loaders.html import visible_text
 from app.knowledge.loaders.text import paginate
 from tests.test_knowledge_fixtures import slow_pdf, worker_children
 
@@ -153,3 +154,16 @@ def test_a_kept_reader_serves_document_after_document_and_starts_afresh_after_a_
     finally:
         reader.close()
     assert worker_children(os.getpid()) == []
+
+
+def test_html_text_does_not_depend_on_where_the_stream_was_cut() -> None:
+    html = (
+        "<html><head><title>Card\n guide</title></head><body><h1>Installing &amp; cabling</h1>\n\t \nIntro<p>Connect"
+        " card 0\n first.</p> <!-- a note -->  <table><tr><td>card</td> <td>port</td></tr></table>\n\n\n"
+        "<p>中文段落。</p><script>var a = '<p>';</script>  \n<li>one</li><li>two words</li>  end</body></html>"
+    )
+    whole = "".join(visible_text([html]))
+    assert whole.startswith("Card\nguide\n\n# Installing & cabling\n\nIntro\nConnect card 0\nfirst.")
+    assert "var" not in whole and "note" not in whole
+    for size in (1, 2, 3, 7, 16):
+        assert "".join(visible_text(html[i : i + size] for i in range(0, len(html), size))) == whole, size

@@ -28,8 +28,11 @@ class _TextCollector(HTMLParser):
         self.parts: list[str] = []
         self._skipping: list[str] = []
         self._title = False
+        self._run_live = False  # the current run of text (it may come in pieces) has shown more than whitespace
+        self._held = ""  # the run's whitespace so far
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._end_run()
         if tag in _SKIP and tag != "head":
             self._skipping.append(tag)
         elif tag == "title":
@@ -42,6 +45,7 @@ class _TextCollector(HTMLParser):
             self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
+        self._end_run()
         if self._skipping and tag == self._skipping[-1]:
             self._skipping.pop()
         elif tag == "title":
@@ -55,13 +59,29 @@ class _TextCollector(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._skipping:
             return
-        self.parts.append(data if self._title or not data.isspace() else " ")
+        if self._run_live:
+            self.parts.append(data)
+            return
+        self._held += data
+        if not self._held.isspace():
+            self.parts.append(self._held)
+            self._held, self._run_live = "", True
+
+    def handle_comment(self, data: str) -> None:
+        self._end_run()
+
+    def _end_run(self) -> None:
+        """A run of text that was only whitespace counts as one space (outside the title)."""
+        if self._held:
+            self.parts.append(self._held if self._title else " ")
+        self._held, self._run_live = "", False
 
     def finish(self) -> None:
         """End of file: a comment, declaration or tag left open shows nothing (as in a browser)."""
         if self.rawdata.startswith("<"):  # the parser waits there for the end of a construct: none came
             self.rawdata = ""
         self.close()
+        self._end_run()
 
     def take(self) -> str:
         text, self.parts = "".join(self.parts), []
