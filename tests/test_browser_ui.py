@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -250,3 +251,62 @@ def test_admin_applies_engine_settings_and_shows_progress_live(
     assert "loaded in" in result, f"Apply and reload said: {result!r}"
     assert len(seen) > 1, f"the status never changed during the reload: {seen}"
     page.close()
+
+
+def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path) -> None:
+    """Ask is in view; a drop says what became of each file; a broken file can be deleted; Ask has a Stop;
+    sources name each page once; a page keeps its line breaks."""
+    from tests.library import handbook
+
+    good = tmp_path / "ops-handbook-ui.pdf"
+    good.write_bytes(handbook() + b"\n% a copy of its own: other tests index the handbook too\n")
+    broken = tmp_path / "broken-scan-ui.pdf"
+    broken.write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 200)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(appliance.url, wait_until="load")
+    page.get_by_role("tab", name="Documents").click()
+    ask = page.locator("#ask").bounding_box()
+    assert ask and ask["y"] + ask["height"] <= 800, f"Ask is below the fold: {ask}"
+    page.locator("#upload input[type=file]").set_input_files([str(good), str(broken)])
+    status = page.locator("#upload-status")
+    status.get_by_text("ops-handbook-ui.pdf").wait_for(timeout=30_000)
+    page.wait_for_function("() => /ops-handbook-ui\\.pdf[^\\n]*indexed/.test("
+                           "document.querySelector('#upload-status').innerText)", timeout=180_000)
+    page.wait_for_function("() => /broken-scan-ui\\.pdf[^\\n]*not indexed/.test("
+                           "document.querySelector('#upload-status').innerText)", timeout=60_000)
+    assert "{" not in status.inner_text(), "the upload report is raw JSON"
+    page.screenshot(path=str(artifacts / "documents-1280x800.png"))
+
+    page.locator("#question textarea").fill("At what temperature do the cards throttle? Answer at length.")
+    page.locator("#ask").click()
+    page.locator("#answer").get_by_text(re.compile(r"\w{3,}")).first.wait_for(timeout=120_000)
+    page.locator("#stop-ask").click()
+    page.wait_for_timeout(1_500)
+    before = page.locator("#answer").inner_text()
+    page.wait_for_timeout(1_500)
+    assert page.locator("#answer").inner_text() == before, "the answer went on after Stop"
+
+    page.locator("#question textarea").fill("What does the handbook say about cooling and temperatures?")
+    page.locator("#ask").click()
+    page.locator("#sources label").first.wait_for(timeout=120_000)
+    page.wait_for_timeout(500)
+    labels = [label.split("] ", 1)[1] for label in page.locator("#sources label").all_inner_texts()]
+    assert len(labels) == len(set(labels)), f"a page is listed twice among the sources: {labels}"
+    page.locator("#sources label").first.click()
+    page.locator("#page-view .q-page-text").wait_for(timeout=10_000)
+    assert page.locator("#page-view .q-page-text").evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
+
+    page.locator("#manage-docs").click()
+    page.locator("#doc-choice input").fill("broken-scan-ui")
+    page.get_by_role("option", name="broken-scan-ui.pdf").click()
+    page.locator("#delete-doc").click()
+    page.locator("#delete-doc-confirm").click()
+    page.wait_for_function("() => !document.querySelector('#documents').innerText.includes('broken-scan-ui.pdf')",
+                           timeout=15_000)
+    page.close()
+    from gradio_client import Client
+
+    c = Client(appliance.url, verbose=False)  # leave the shared appliance's library as it was
+    for doc in c.predict(api_name="/documents"):
+        if doc["name"] == good.name:
+            assert c.predict(doc["id"], api_name="/delete_document") is True

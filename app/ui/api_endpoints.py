@@ -14,7 +14,6 @@ from app.engine.events import EngineError
 from app.extraction.extractor import ExtractionFailed, Limits
 from app.extraction.merge import provenance
 from app.extraction.schemas import SchemaProblem
-from app.knowledge.answer import Source
 from app.ui.callers import client_address
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -70,36 +69,6 @@ def register(ctx: AppContext) -> None:
         """While a model loads: per card, memory gained at the card against its share of the weights."""
         return ctx.admin.load_progress()
 
-    def documents() -> list[dict[str, Any]]:
-        """Every document in the knowledge base with its status, pages, chunks, any error, and any note
-        (pages without text; "Indexed in part: …" for a document longer than the limits)."""
-        return [
-            {"id": d.id, "name": d.name, "collection": d.collection, "status": d.status, "pages": d.pages_total,
-             "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error,
-             "note": d.note}
-            for d in ctx.knowledge.documents()
-        ]
-
-    def ask(question: str, document_ids: list[int] | None = None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-        """Stream a cited answer: yields (answer so far, sources with file and page)."""
-        try:
-            for update in ctx.answerer.ask(question, document_ids=document_ids or None):
-                if update.error:
-                    raise gr.Error(update.error)
-                yield update.text, [_source(s) for s in update.sources]
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
-
-    def summarize(document_id: int, question: str = "") -> Iterator[tuple[str, str]]:
-        """Read a whole document (map-reduce): yields (answer so far, progress)."""
-        try:
-            for update in ctx.summariser.run(document_id, question=question):
-                if update.error:
-                    raise gr.Error(update.error)
-                yield update.text, update.progress
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
-
     def extract(
         document: str, template: str = "", schema: str = "", max_tokens: int = 0, timeout_s: float = 0
     ) -> Iterator[dict[str, Any]]:
@@ -146,18 +115,6 @@ def register(ctx: AppContext) -> None:
                              "unverified": r.unverified, "error": r.error} for r in results],
                 "csv": ctx.extraction.store.export_csv(run_id) if results else ""}
 
-    def unlock(document_id: int, password: str) -> str:
-        """Index an encrypted PDF with its password (kept in memory for that indexing only)."""
-        try:
-            ctx.knowledge.unlock(document_id, password)
-        except (KeyError, ValueError) as err:
-            raise gr.Error(str(err)) from err
-        return "queued"
-
-    gr.api(documents, api_name="documents", queue=False)
-    gr.api(unlock, api_name="unlock", queue=False)
-    gr.api(ask, api_name="ask", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
-    gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(extract, api_name="extract", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(extraction_run, api_name="extraction_run", queue=False)
     gr.api(extraction_results, api_name="extraction_results", queue=False)
@@ -169,11 +126,6 @@ def register(ctx: AppContext) -> None:
     gr.api(load_progress, api_name="load_progress", queue=False)
     gr.api(cards, api_name="cards", queue=False)
     gr.api(status, api_name="status", queue=False)
-
-
-def _source(source: Source) -> dict[str, Any]:
-    return {"number": source.number, "document_id": source.document_id, "file": source.name, "page": source.page,
-            "text": source.text, "score": source.score}
 
 
 def _owner(request: gr.Request | None) -> str:

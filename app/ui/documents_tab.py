@@ -1,4 +1,6 @@
-"""The Documents tab: drop files, watch them index, ask with cited answers, read a whole document."""
+"""The Documents tab: ask with cited answers (and Stop), read a whole document, drop files and see each
+one's fate, manage the library (re-index, delete, clear the failed ones). Handlers call the knowledge
+service, the answerer and the summariser only."""
 
 from __future__ import annotations
 
@@ -10,112 +12,202 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app.context import AppContext
-from app.knowledge.answer import Answer, Source
+from app.knowledge.answer import Answer, Answerer, Source
+from app.knowledge.ingest import IngestProgress
+from app.knowledge.service import KnowledgeService
+from app.knowledge.store import DocumentInfo
+from app.knowledge.summary import Summariser
 from app.ui.rendering import literal, safe_markdown
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
-_COLUMNS = ["id", "name", "collection", "status", "pages", "chunks", "problem"]
+_COLUMNS = ["Document", "Folder", "Status", "Pages", "Passages", "Note"]
+_WIDTHS: list[str | int] = ["26%", "10%", "14%", "9%", "9%", "32%"]
 _EVERY_S = 2.0
+_STATUS = {"ok": "✅ indexed", "error": "⚠ not indexed", "duplicate": "⧉ duplicate", "indexing": "⏳ indexing",
+           "queued": "⏳ queued"}
 
 
-def build(ctx: AppContext) -> gr.Timer:
-    """Returns the tab's timer (the document list refreshes only while the tab is shown)."""
-    kb = ctx.knowledge
-    with gr.Row():
-        drop = gr.File(label="Drop files here (PDF, TXT, MD, HTML, DOCX, CSV)", file_count="multiple",
-                       elem_id="upload", scale=2)
-        outcome = gr.JSON(label="Upload", elem_id="upload-status", scale=1)
-    progress = gr.Markdown(elem_id="ingest-progress")
-    table = gr.Dataframe(headers=_COLUMNS, interactive=False, wrap=True, elem_id="documents")
-    with gr.Row():
-        locked = gr.Dropdown(label="Encrypted PDF", choices=[], scale=2, elem_id="locked")
-        secret = gr.Textbox(label="Its password", type="password", scale=2, elem_id="pdf-password")
-        unlock = gr.Button("Open it", scale=1, elem_id="unlock")
-    with gr.Row():
-        question = gr.Textbox(label="Question", placeholder="Ask the documents…", scale=4, elem_id="question")
-        scope = gr.Dropdown(label="Only these documents", multiselect=True, choices=[], scale=2, elem_id="scope")
-        ask = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
-    answer = gr.Markdown(elem_id="answer")
-    with gr.Row():
-        picked = gr.Radio(label="Sources", choices=[], elem_id="sources", scale=1)
-        page = gr.HTML(elem_id="page-view")
+def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> gr.Timer:
+    """Returns the tab's timer (the library refreshes only while the tab is shown)."""
+    uploads = gr.State([])  # this page's uploads: (file name, name saved as or None, reason refused)
     found = gr.State([])
-    with gr.Accordion("Whole document", open=False):
-        with gr.Row():
-            whole = gr.Dropdown(label="Document", choices=[], elem_id="whole-doc", scale=2)
-            whole_q = gr.Textbox(label="Question (empty: summarise)", scale=3, elem_id="whole-question")
-            run = gr.Button("Read it all", scale=1, elem_id="summarise")
-        summary = gr.Markdown(elem_id="summary")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=340):
+            with gr.Row():
+                question = gr.Textbox(label="Question", placeholder="Ask the documents…", scale=4,
+                                      elem_id="question")
+                ask = gr.Button("Ask", variant="primary", scale=1, min_width=80, elem_id="ask")
+                stop_ask = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop-ask")
+            scope = gr.Dropdown(label="Only these documents", multiselect=True, choices=[], elem_id="scope")
+            answer = gr.Markdown(elem_id="answer")
+            picked = gr.Radio(label="Sources", choices=[], elem_id="sources")
+            page = gr.HTML(elem_id="page-view")
+            with gr.Accordion("Whole document", open=False):
+                whole = gr.Dropdown(label="Document", choices=[], elem_id="whole-doc")
+                whole_q = gr.Textbox(label="Question (empty: summarise)", elem_id="whole-question")
+                with gr.Row():
+                    run = gr.Button("Read it all", elem_id="summarise")
+                    stop_run = gr.Button("Stop", variant="stop", elem_id="stop-summarise")
+                summary = gr.Markdown(elem_id="summary")
+        with gr.Column(scale=2, min_width=320):
+            drop = gr.File(label="Drop files here (PDF, TXT, MD, HTML, DOCX, CSV)", file_count="multiple",
+                           elem_id="upload")
+            outcome = gr.Markdown(elem_id="upload-status")
+            report = gr.JSON(visible=False)  # what the `ingest` endpoint returns: one entry per file
+            progress = gr.Markdown(elem_id="ingest-progress")
+            table = gr.Dataframe(headers=_COLUMNS, interactive=False, wrap=True, column_widths=_WIDTHS,
+                                 max_height=420, elem_id="documents")
+            with gr.Accordion("Manage a document", open=False, elem_id="manage-docs"):
+                chosen = gr.Dropdown(label="Document", choices=[], elem_id="doc-choice")
+                with gr.Row():
+                    reindex = gr.Button("Index again", elem_id="reindex-doc")
+                    delete = gr.Button("Delete…", elem_id="delete-doc")
+                    really = gr.Button("Delete it for good", variant="stop", visible=False,
+                                       elem_id="delete-doc-confirm")
+                clear = gr.Button("Remove every failed or duplicate document", elem_id="clear-failed")
+            with gr.Row():
+                locked = gr.Dropdown(label="Password-protected PDF", choices=[], scale=2, elem_id="locked")
+                secret = gr.Textbox(label="Its password", type="password", scale=2, elem_id="pdf-password")
+                unlock = gr.Button("Open it", scale=1, elem_id="unlock")
 
-    def listing() -> tuple[Any, ...]:
+    def listing(sent: list[list[Any]]) -> tuple[Any, ...]:
         docs = kb.documents()
-        rows = [[d.id, d.name, d.collection, d.status, f"{d.pages_done}/{d.pages_total}", d.chunk_count,
-                 d.error or d.note or ""] for d in docs]
         ready = [(d.name, d.id) for d in docs if d.status == "ok"]
-        encrypted = [(d.name, d.id) for d in docs if d.error_kind == "encrypted"]
-        return (pd.DataFrame(rows, columns=_COLUMNS), _progress_line(kb.progress()),
-                gr.update(choices=ready), gr.update(choices=ready), gr.update(choices=encrypted))
+        return (_table(docs), _progress_line(kb.progress()), _uploads_md(sent, docs), gr.update(choices=ready),
+                gr.update(choices=ready), gr.update(choices=[(d.name, d.id) for d in docs if d.error_kind ==
+                                                                  "encrypted"]),
+                gr.update(choices=[(d.name, d.id) for d in docs]))
 
-    def on_unlock(doc_id: int | None, password: str) -> tuple[Any, ...]:
-        if doc_id is None or not password:
-            raise gr.Error("Choose the encrypted PDF and type its password.")
-        kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only
-        return "", *listing()
-
-    def on_upload(files: list[str] | None) -> tuple[Any, ...]:
-        results = []
+    def on_upload(files: list[str] | None, sent: list[list[Any]]) -> tuple[Any, ...]:
+        now = []
         for name in files or []:
             try:
                 saved = kb.upload(Path(name).name, Path(name))  # Gradio took it only from its upload folder
-                results.append({"file": Path(name).name, "saved_as": saved.name, "status": "queued"})
+                now.append([Path(name).name, saved.name, None])
             except ValueError as err:
-                results.append({"file": Path(name).name, "status": "refused", "reason": str(err)})
-        return results, *listing()
+                now.append([Path(name).name, None, str(err)])
+        results = [{"file": f, "saved_as": saved, "status": "queued"} if saved else
+                   {"file": f, "status": "refused", "reason": why} for f, saved, why in now]
+        sent = now + sent[:20]
+        return results, sent, *listing(sent)
+
+    def on_unlock(doc_id: int | None, password: str, sent: list[list[Any]]) -> tuple[Any, ...]:
+        if doc_id is None or not password:
+            raise gr.Error("Choose the password-protected PDF and type its password.")
+        try:
+            kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only
+        except (KeyError, ValueError) as err:
+            raise gr.Error(str(err)) from err
+        return "", *listing(sent)
+
+    def on_reindex(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
+        if doc_id is None:
+            raise gr.Error("Choose a document first.")
+        kb.reindex(doc_id)
+        return listing(sent)
+
+    def on_delete(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
+        if doc_id is None:
+            raise gr.Error("Choose a document first.")
+        kb.delete(doc_id)
+        return gr.update(visible=False), *listing(sent)
+
+    def on_clear(sent: list[list[Any]]) -> tuple[Any, ...]:
+        for doc in kb.documents():
+            if doc.status in ("error", "duplicate") and doc.error_kind != "encrypted":
+                kb.delete(doc.id)
+        return listing(sent)
 
     def on_ask(text: str, ids: list[int] | None) -> Iterator[tuple[Any, ...]]:
         try:
-            updates = ctx.answerer.ask(text, document_ids=ids or None)
-            for update in updates:
+            for update in answerer.ask(text, document_ids=ids or None):
                 yield _answer_md(update), gr.update(choices=_source_choices(update.sources)), update.sources
         except ValueError as err:
             raise gr.Error(str(err)) from err
 
     def on_pick(number: int | None, sources: list[Source]) -> str:
-        chosen = next((s for s in sources if s.number == number), None)
-        return _page_html(ctx, chosen) if chosen else ""
+        source = next((s for s in sources if s.number == number), None)
+        return _page_html(source, kb.page_text(source.document_id, source.page) or "") if source else ""
 
     def on_whole(doc_id: int | None, text: str) -> Iterator[str]:
         if doc_id is None:
             raise gr.Error("Choose a document first.")
         try:
-            for update in ctx.summariser.run(doc_id, question=text):
+            for update in summariser.run(doc_id, question=text):
                 yield _answer_md(update)
         except ValueError as err:
             raise gr.Error(str(err)) from err
 
-    engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE}
-    lists = [table, progress, scope, whole, locked]
-    drop.upload(on_upload, drop, [outcome, *lists], api_name="ingest")
-    unlock.click(on_unlock, [locked, secret], [secret, *lists], api_visibility="private")
-    gr.on([ask.click, question.submit], on_ask, [question, scope], [answer, picked, found],
-          api_visibility="private", **engine_bound)
-    picked.change(on_pick, [picked, found], page, queue=False, api_visibility="private")
-    run.click(on_whole, [whole, whole_q], summary, api_visibility="private", **engine_bound)
+    quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+    engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
+                                    "api_visibility": "private"}
+    lists = [table, progress, outcome, scope, whole, locked, chosen]
+    drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest")
+    unlock.click(on_unlock, [locked, secret, uploads], [secret, *lists], **quiet)
+    asked = gr.on([ask.click, question.submit], on_ask, [question, scope], [answer, picked, found], **engine_bound)
+    stop_ask.click(None, None, None, cancels=[asked], **quiet)  # the answer's ticket is cancelled as it closes
+    picked.change(on_pick, [picked, found], page, **quiet)
+    read = run.click(on_whole, [whole, whole_q], summary, **engine_bound)
+    stop_run.click(None, None, None, cancels=[read], **quiet)
+    reindex.click(on_reindex, [chosen, uploads], lists, **quiet)
+    delete.click(lambda: gr.update(visible=True), None, really, **quiet)
+    really.click(on_delete, [chosen, uploads], [really, *lists], **quiet)
+    clear.click(on_clear, uploads, lists, **quiet)
     timer = gr.Timer(_EVERY_S, active=False)
-    timer.tick(listing, None, lists, queue=False, api_visibility="private")
+    timer.tick(listing, uploads, lists, **quiet)
     return timer
 
 
-def _progress_line(progress: Any) -> str:
+def _table(docs: list[DocumentInfo]) -> pd.DataFrame:
+    rows = [[d.name, d.collection or "", _STATUS.get(d.status, d.status), f"{d.pages_done}/{d.pages_total}",
+             d.chunk_count, d.error or d.note or ""] for d in docs]
+    return pd.DataFrame(rows, columns=_COLUMNS)
+
+
+def _uploads_md(sent: list[list[Any]], docs: list[DocumentInfo]) -> str:
+    """Each file this page uploaded, with where it stands now (not only "queued")."""
+    by_name = {d.name: d for d in docs}
+    lines = []
+    for file, saved, refused in sent:
+        if refused:
+            lines.append(f"- ⚠ {literal(file)}: refused — {literal(refused)}")
+            continue
+        doc = by_name.get(saved)
+        state = _STATUS.get(doc.status, doc.status) if doc else "⏳ queued"
+        why = (doc.error or doc.note or "") if doc else ""
+        detail = f" — {literal(why)}" if why else ""
+        renamed = f" (saved as {literal(saved)})" if saved != file else ""
+        lines.append(f"- {literal(file)}{renamed}: {state}{detail}")
+    return "\n".join(lines)
+
+
+def _progress_line(progress: IngestProgress) -> str:
+    """What indexing does now, phase by phase: reading page N of M, embedding, saving."""
     if progress.idle:
         return "All documents are indexed."
-    now = " · ".join(f"indexing **{a.name}**: page {a.pages_done} of {a.pages_total}" for a in progress.running)
-    return f"{now}{' · ' if now else ''}{progress.queued_count} waiting"
+    now = []
+    for file in progress.running:
+        if file.state == "reading":
+            now.append(f"reading **{literal(file.name)}**: page {file.pages_done} of {file.pages_total}")
+        elif file.state == "embedding":
+            now.append(f"embedding **{literal(file.name)}**: {file.pages_done} of {file.pages_total} pages")
+        else:
+            now.append(f"{file.state} **{literal(file.name)}**")
+    waiting = f"{progress.queued_count} waiting" if progress.queued_count else ""
+    return " · ".join(part for part in [*now, waiting] if part)
+
+
+def _pages(sources: list[Source]) -> dict[tuple[int, int], list[Source]]:
+    """Sources grouped by document and page: one line per page, however many passages it gave."""
+    grouped: dict[tuple[int, int], list[Source]] = {}
+    for source in sources:
+        grouped.setdefault((source.document_id, source.page), []).append(source)
+    return grouped
 
 
 def _source_choices(sources: list[Source]) -> list[tuple[str, int]]:
-    return [(f"[{s.number}] {s.name}, page {s.page}", s.number) for s in sources]
+    return [(f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, page {same[0].page}", same[0].number)
+            for same in _pages(sources).values()]
 
 
 def _answer_md(update: Answer) -> str:
@@ -128,12 +220,14 @@ def _answer_md(update: Answer) -> str:
         text += f"\n\n⚠ {update.error}"
     if update.done and update.sources:
         cited = update.cited() or update.sources
-        text += "\n\n" + "  \n".join(f"\\[{s.number}\\] {literal(s.name)}, page {s.page}" for s in cited)
+        text += "\n\n" + "  \n".join(
+            f"\\[{', '.join(str(s.number) for s in same)}\\] {literal(same[0].name)}, page {same[0].page}"
+            for same in _pages(cited).values()
+        )
     return text
 
 
-def _page_html(ctx: AppContext, source: Source) -> str:
-    full = ctx.knowledge.page_text(source.document_id, source.page) or ""
+def _page_html(source: Source, full: str) -> str:
     before, passage, after = full[: source.start], full[source.start : source.end], full[source.end :]
     if not passage.strip():  # offsets unknown: show the snippet itself highlighted
         before, passage, after = "", source.text, ""

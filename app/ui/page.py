@@ -5,7 +5,16 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import AppContext
-from app.ui import api_endpoints, cards_tab, chat_api, chat_tab, display, documents_tab, extraction_tab
+from app.ui import (
+    api_endpoints,
+    cards_tab,
+    chat_api,
+    chat_tab,
+    display,
+    documents_api,
+    documents_tab,
+    extraction_tab,
+)
 
 _HEADER_EVERY_S = 2.0
 
@@ -18,12 +27,13 @@ def build(ctx: AppContext) -> gr.Blocks:
                 loads = [chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
                                         updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-browser")]
             with gr.Tab("Documents", id="documents") as documents:
-                documents_timer = documents_tab.build(ctx)
+                documents_timer = documents_tab.build(ctx.knowledge, ctx.answerer, ctx.summariser)
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer = extraction_tab.build(ctx)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer = cards_tab.build(ctx)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.ui_updates_per_s)
+        documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
         api_endpoints.register(ctx)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")

@@ -1,0 +1,81 @@
+"""The documents feature's named endpoints (gradio_client): documents, ask, summarize, unlock, and
+managing one document (delete_document, reindex_document). `ingest` is the Documents tab's drop zone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from app.knowledge.answer import Answerer, Source
+from app.knowledge.service import KnowledgeService
+from app.knowledge.summary import Summariser
+from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
+
+
+def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> None:
+    def documents() -> list[dict[str, Any]]:
+        """Every document in the knowledge base with its status, pages, chunks, any error, and any note
+        (pages without text; "Indexed in part: …" for a document longer than the limits)."""
+        return [
+            {"id": d.id, "name": d.name, "collection": d.collection, "status": d.status, "pages": d.pages_total,
+             "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error,
+             "note": d.note}
+            for d in kb.documents()
+        ]
+
+    def ask(question: str, document_ids: list[int] | None = None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Stream a cited answer: yields (answer so far, sources with file and page)."""
+        try:
+            for update in answerer.ask(question, document_ids=document_ids or None):
+                if update.error:
+                    raise gr.Error(update.error)
+                yield update.text, [_source(s) for s in update.sources]
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+
+    def summarize(document_id: int, question: str = "") -> Iterator[tuple[str, str]]:
+        """Read a whole document (map-reduce): yields (answer so far, progress)."""
+        try:
+            for update in summariser.run(document_id, question=question):
+                if update.error:
+                    raise gr.Error(update.error)
+                yield update.text, update.progress
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+
+    def unlock(document_id: int, password: str) -> str:
+        """Index an encrypted PDF with its password (kept in memory for that indexing only)."""
+        try:
+            kb.unlock(document_id, password)
+        except (KeyError, ValueError) as err:
+            raise gr.Error(str(err)) from err
+        return "queued"
+
+    def delete_document(document_id: int) -> bool:
+        """Remove a document from the index (and its file, when it lives in the kb folder)."""
+        try:
+            return kb.delete(document_id)
+        except (KeyError, ValueError) as err:
+            raise gr.Error(str(err)) from err
+
+    def reindex_document(document_id: int) -> str:
+        """Index a document again from its file."""
+        try:
+            kb.reindex(document_id)
+        except (KeyError, ValueError) as err:
+            raise gr.Error(str(err)) from err
+        return "queued"
+
+    gr.api(documents, api_name="documents", queue=False)
+    gr.api(unlock, api_name="unlock", queue=False)
+    gr.api(delete_document, api_name="delete_document", queue=False)
+    gr.api(reindex_document, api_name="reindex_document", queue=False)
+    gr.api(ask, api_name="ask", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
+    gr.api(summarize, api_name="summarize", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
+
+
+def _source(source: Source) -> dict[str, Any]:
+    return {"number": source.number, "document_id": source.document_id, "file": source.name, "page": source.page,
+            "text": source.text, "score": source.score}
