@@ -310,3 +310,28 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     for doc in c.predict(api_name="/documents"):
         if doc["name"] == good.name:
             assert c.predict(doc["id"], api_name="/delete_document") is True
+
+
+def test_regenerate_keeps_versions_and_a_question_can_be_edited(browser: Any, appliance: Appliance) -> None:
+    page = open_chat(browser, appliance.url, 1366, 900)
+    page.locator("#new-chat").click()
+    send(page, "Name a colour.")
+    first = page.locator("#chatbot [data-testid='bot']").last.inner_text()
+    page.locator("#regenerate").click()
+    page.locator("#version-label").get_by_text("answer 2 of 2").wait_for(timeout=90_000)
+    page.locator("#send").wait_for(state="visible", timeout=60_000)
+    page.locator("#version-older").click()
+    page.locator("#version-label").get_by_text("answer 1 of 2").wait_for(timeout=10_000)
+    assert page.locator("#chatbot [data-testid='bot']").last.inner_text() == first
+
+    user = page.locator("#chatbot [data-testid='user']").last
+    user.hover()
+    page.locator("#chatbot button[aria-label='Edit'], #chatbot button[title='Edit']").last.click()
+    page.locator("#chatbot textarea").last.fill("Name a fruit.")
+    page.locator("#chatbot").get_by_role("button", name=re.compile("Submit|Save", re.I)).last.click()
+    page.locator("#chatbot [data-testid='user']").get_by_text("Name a fruit.").wait_for(timeout=30_000)
+    page.wait_for_function("() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)",
+                           timeout=90_000)
+    texts = page.locator("#chatbot [data-testid='user']").all_inner_texts()
+    assert texts == ["Name a fruit."], f"the edited question should replace the old one: {texts}"
+    page.close()

@@ -6,6 +6,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
 from app.chat.store import ChatStore
 from app.database import Locked, migrate, open_database
 
@@ -46,13 +48,33 @@ def test_migrations_run_once(tmp_path: Path) -> None:
     assert calls == [1, 2, 3]
 
 
-def test_regenerate_drops_only_the_trailing_answer(tmp_path: Path) -> None:
+def test_regenerate_sets_aside_only_the_trailing_answer_and_keeps_it_as_a_version(tmp_path: Path) -> None:
     s = store(tmp_path / "q.db")
     cid = s.create("", owner="browser:a")
     for role, text in [("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d")]:
         s.add(cid, role, text)
-    s.drop_last_answer(cid)
+    s.retire_last_answer(cid)
     assert [m.content for m in s.messages(cid)] == ["a", "b", "c"]
+    again = s.add(cid, "assistant", "d2")
+    ids, shown = s.versions(cid)
+    assert len(ids) == 2 and shown == again
+    s.choose(cid, ids[0])  # back to the first answer: it is what the conversation shows and sends
+    assert [m.content for m in s.messages(cid)] == ["a", "b", "c", "d"]
+    assert s.versions(cid) == (ids, ids[0])
+    with pytest.raises(KeyError):
+        s.choose(cid, 12345)
+
+
+def test_editing_a_question_sets_it_and_what_followed_aside(tmp_path: Path) -> None:
+    s = store(tmp_path / "q.db")
+    cid = s.create("", owner="browser:a")
+    ids = [s.add(cid, role, text) for role, text in [("user", "a"), ("assistant", "b"), ("user", "c"),
+                                                      ("assistant", "d")]]
+    s.retire_from(cid, ids[2])
+    s.add(cid, "user", "c, said better")
+    assert [m.content for m in s.messages(cid)] == ["a", "b", "c, said better"]
+    assert len(s.messages(cid, everything=True)) == 5  # nothing is lost
+    assert s.versions(cid) == ([], None)
 
 
 def test_writers_in_many_threads_lose_nothing(tmp_path: Path) -> None:
@@ -76,8 +98,6 @@ def test_writers_in_many_threads_lose_nothing(tmp_path: Path) -> None:
 def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
     """A real store behind the chat service (no engine is needed to list, open, rename, delete or export)."""
     import json
-
-    import pytest
 
     from app.chat.service import ChatService, ConversationNotFound
 

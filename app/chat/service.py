@@ -115,12 +115,35 @@ class ChatService:
         return self._answer(found.id, session=session, max_tokens=max_tokens)
 
     def regenerate(self, cid: str, *, owner: str, session: str) -> Iterator[ChatUpdate]:
+        """Answer the last question again; the earlier answer stays as a version to go back to."""
         found = self.conversation(cid, owner=owner)
-        self.store.drop_last_answer(found.id)
         messages = self.store.messages(found.id)
-        if not messages or messages[-1].role != "user":
+        if not any(m.role == "user" for m in messages):
             raise ValueError("there is no question to answer again")
+        self.store.retire_last_answer(found.id)
         return self._answer(found.id, session=session, max_tokens=None)
+
+    def edit(self, cid: str, message_id: int, text: str, *, owner: str, session: str) -> Iterator[ChatUpdate]:
+        """Ask an earlier question again in other words: it and what followed are set aside, and the
+        conversation goes on from the new wording."""
+        found = self.conversation(cid, owner=owner)
+        if not text.strip():
+            raise ValueError("the message is empty")
+        if not any(m.id == message_id and m.role == "user" for m in self.store.messages(found.id)):
+            raise ValueError("only your own messages in this conversation can be edited")
+        self.store.retire_from(found.id, message_id)
+        self.store.add(found.id, "user", text)
+        return self._answer(found.id, session=session, max_tokens=None)
+
+    def versions(self, cid: str, *, owner: str) -> tuple[list[int], int | None]:
+        """The versions of the last answer (message ids, oldest first) and the one shown."""
+        return self.store.versions(self.conversation(cid, owner=owner).id)
+
+    def choose_version(self, cid: str, message_id: int, *, owner: str) -> None:
+        try:
+            self.store.choose(self.conversation(cid, owner=owner).id, message_id)
+        except KeyError as err:
+            raise ValueError("that is not a version of the last answer") from err
 
     def stop(self, session: str) -> bool:
         """Cancel the answer that `session` (a browser tab, an API call) is waiting for."""

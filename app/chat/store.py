@@ -43,7 +43,15 @@ def _m002_owner(db: sqlite_utils.Database) -> None:
     db.table("conversations").create_index(["owner", "updated_at"])
 
 
-MIGRATIONS: list[Migration] = [("001_conversations", _m001_conversations), ("002_owner", _m002_owner)]
+def _m003_active(db: sqlite_utils.Database) -> None:
+    # a regenerated answer, or the turns after an edited question, stay in the table inactive: the
+    # conversation shows (and sends the model) only active messages, and older answers stay choosable
+    db.table("messages").add_column("active", int, not_null_default=1)
+
+
+MIGRATIONS: list[Migration] = [
+    ("001_conversations", _m001_conversations), ("002_owner", _m002_owner), ("003_active", _m003_active),
+]
 
 
 @dataclass(frozen=True)
@@ -112,13 +120,46 @@ class ChatStore:
             self._db.execute("DELETE FROM messages WHERE conversation_id = ?", [cid])
             self._db.table("conversations").delete(cid)
 
-    def messages(self, cid: str) -> list[StoredMessage]:
+    def messages(self, cid: str, *, everything: bool = False) -> list[StoredMessage]:
+        """The conversation's active messages, oldest first (with `everything`, the inactive ones too)."""
+        where = "conversation_id = ?" + ("" if everything else " AND active = 1")
         with self._lock:
-            rows = list(self._db.table("messages").rows_where("conversation_id = ?", [cid], order_by="id"))
+            rows = list(self._db.table("messages").rows_where(where, [cid], order_by="id"))
         return [
             StoredMessage(r["id"], r["role"], r["content"], r["status"], json.loads(r["stats"]) if r["stats"] else None)
             for r in rows
         ]
+
+    def versions(self, cid: str) -> tuple[list[int], int | None]:
+        """The answers given to the last active question, oldest first, and the one shown (None: none)."""
+        everything = self._rows_after_last_question(cid)
+        answers = [r for r in everything if r["role"] == "assistant"]
+        active = next((r["id"] for r in answers if r["active"]), None)
+        return [r["id"] for r in answers], active
+
+    def choose(self, cid: str, message_id: int) -> None:
+        """Show (and send the model) this version of the last answer instead of the others."""
+        ids, _ = self.versions(cid)
+        if message_id not in ids:
+            raise KeyError(message_id)
+        with self._lock, self._db.conn:
+            self._db.execute(f"UPDATE messages SET active = (id = ?) WHERE id IN ({','.join('?' * len(ids))})",
+                             [message_id, *ids])
+
+    def retire_from(self, cid: str, message_id: int) -> None:
+        """Hide this message and everything after it (a question being edited and what followed)."""
+        with self._lock, self._db.conn:
+            self._db.execute("UPDATE messages SET active = 0 WHERE conversation_id = ? AND id >= ?", [cid, message_id])
+
+    def _rows_after_last_question(self, cid: str) -> list[dict[str, Any]]:
+        with self._lock:
+            last = self._db.execute(
+                "SELECT max(id) FROM messages WHERE conversation_id = ? AND role = 'user' AND active = 1", [cid]
+            ).fetchone()[0]
+            if last is None:
+                return []
+            return list(self._db.table("messages").rows_where("conversation_id = ? AND id > ?", [cid, last],
+                                                              order_by="id"))
 
     def add(self, cid: str, role: str, content: str, *, status: str = "ok", stats: dict[str, Any] | None = None) -> int:
         stamp = now()
@@ -147,13 +188,13 @@ class ChatStore:
                 changes["stats"] = json.dumps(stats)
             self._db.table("messages").update(message_id, changes)
 
-    def drop_last_answer(self, cid: str) -> None:
-        """Remove the trailing assistant messages, so the last question can be answered again."""
+    def retire_last_answer(self, cid: str) -> None:
+        """Hide the trailing answers (kept as earlier versions), so the last question can be answered again."""
+        ids, _ = self.versions(cid)
+        if not ids:
+            return
         with self._lock, self._db.conn:
-            for message in reversed(self.messages(cid)):
-                if message.role != "assistant":
-                    break
-                self._db.table("messages").delete(message.id)
+            self._db.execute(f"UPDATE messages SET active = 0 WHERE id IN ({','.join('?' * len(ids))})", ids)
 
     def set_system_prompt(self, cid: str, text: str) -> None:
         with self._lock, self._db.conn:

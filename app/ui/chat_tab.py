@@ -47,8 +47,13 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 with gr.Accordion("System prompt", open=False, elem_id="system-prompt-box"):
                     system = gr.Textbox(default_prompt, lines=3, show_label=False, elem_id="system-prompt")
             bubbles = gr.Chatbot(elem_id="chatbot", buttons=["copy"], feedback_options=None, show_label=False,
-                                 latex_delimiters=LATEX, height="auto")
-            line = gr.Markdown(elem_id="chat-status")
+                                 latex_delimiters=LATEX, height="auto", editable="user")
+            with gr.Row(elem_id="chat-under"):
+                line = gr.Markdown(elem_id="chat-status")
+                with gr.Row(visible=False, elem_id="versions") as versions:
+                    older = gr.Button("‹", size="sm", min_width=40, elem_id="version-older")
+                    which = gr.Markdown(elem_id="version-label")
+                    newer = gr.Button("›", size="sm", min_width=40, elem_id="version-newer")
             with gr.Row(elem_id="composer"):
                 box = gr.Textbox(placeholder="Message Quartet…", show_label=False, scale=6, lines=1, max_lines=8,
                                  elem_id="chat-input")
@@ -66,7 +71,15 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         history = chat.history(found.id, owner=owner) if found else []
         return (display.bubbles(history), found.system_prompt if found else default_prompt,
                 found.id if found else None, listed(owner, found.id if found else None, query),
-                found.title if found else "", gr.update(interactive=_answered(history)), display.last_stats(history))
+                found.title if found else "", gr.update(interactive=_answered(history)), display.last_stats(history),
+                *version_view(owner, found))
+
+    def version_view(owner: str, found: Conversation | None) -> tuple[Any, str]:
+        """‹ 2 of 3 › under the chat when the last answer has been regenerated."""
+        ids, active = chat.versions(found.id, owner=owner) if found else ([], None)
+        if len(ids) < 2 or active is None:
+            return gr.update(visible=False), ""
+        return gr.update(visible=True), f"answer {ids.index(active) + 1} of {len(ids)}"
 
     def on_load(browser_id: str | None, cid: str | None, request: gr.Request) -> tuple[Any, ...]:
         browser_id = browser_id or secrets.token_urlsafe(18)
@@ -108,7 +121,32 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         found = _owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
         return (*busy(False), listed(owner, cid, query), gr.update(interactive=_answered(history)),
-                found.title if found else "")
+                found.title if found else "", *version_view(owner, found))
+
+    def on_edit(cid: str | None, browser_id: str | None, edited: gr.EditData,
+                request: gr.Request) -> Iterator[tuple[Any, ...]]:
+        owner = owner_of(request, browser_id)
+        found = _owned(chat, cid, owner)
+        index = edited.index if isinstance(edited.index, int) else edited.index[0]
+        message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
+        if found is None or message is None or message.role != "user":
+            raise gr.Error("Only your own messages can be edited.")
+        try:
+            updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
+        except ValueError as err:
+            raise gr.Error(str(err)) from err
+        yield from stream(updates, found.id, owner)
+
+    def on_version(cid: str | None, browser_id: str | None, step: int, query: str,
+                   request: gr.Request) -> tuple[Any, ...]:
+        owner = owner_of(request, browser_id)
+        found = _owned(chat, cid, owner)
+        if found is not None:
+            ids, active = chat.versions(found.id, owner=owner)
+            if active is not None:
+                chosen = ids[max(0, min(len(ids) - 1, ids.index(active) + step))]
+                chat.choose_version(found.id, chosen, owner=owner)
+        return shown(owner, cid, query)
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return *shown(owner_of(request, browser_id), cid, query), gr.update(elem_classes=[]), False
@@ -147,9 +185,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
     engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
                                     "api_visibility": "private"}
-    view = [bubbles, system, conversation, picker, title, regenerate, line]
+    view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
     outputs = [bubbles, line, conversation, box]
-    after = [send, stop, picker, regenerate, title]
+    after = [send, stop, picker, regenerate, title, versions, which]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
     sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
     sent.then(settled, [conversation, browser, search], after, **quiet).then(
@@ -158,13 +196,26 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
     redone.then(settled, [conversation, browser, search], after, **quiet).then(
         on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
+    edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
+    edited.then(settled, [conversation, browser, search], after, **quiet).then(
+        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        return on_version(cid, browser_id, -1, query, request)
+
+    def on_newer(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        return on_version(cid, browser_id, 1, query, request)
+
+    older.click(on_older, [conversation, browser, search], view, **quiet)
+    newer.click(on_newer, [conversation, browser, search], view, **quiet)
     def on_stop(request: gr.Request) -> None:
         chat.stop(session_of(request))
 
     stop.click(on_stop, None, None, **quiet)
     # another conversation picked while one streams: that stream ends (its answer is kept, as stopped)
-    picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=[sent, redone], **quiet)
-    new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=[sent, redone], **quiet)
+    running = [sent, redone, edited]
+    picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
+    new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], picker, **quiet)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)

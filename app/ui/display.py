@@ -41,17 +41,28 @@ def _note(message: StoredMessage) -> str | None:
 def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> list[dict[str, Any]]:
     """The transcript for gr.Chatbot: each message's own text only (rendered safely); an answer that
     failed, stopped or was interrupted gets a small note after it."""
-    shown: list[dict[str, Any]] = []
+    shown = [bubble for _, bubble in _transcript(history)]
+    if live is not None and not live.done:
+        shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
+    return shown
+
+
+def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None:
+    """The stored message behind the `index`-th bubble of `bubbles(history)` (None for a note)."""
+    shown = _transcript(history)
+    return shown[index][0] if 0 <= index < len(shown) else None
+
+
+def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage | None, dict[str, Any]]]:
+    shown: list[tuple[StoredMessage | None, dict[str, Any]]] = []
     for m in history:
         if m.role not in ("user", "assistant"):
             continue
         if m.content or m.role == "user":
-            shown.append({"role": m.role, "content": safe_markdown(m.content)})
+            shown.append((m, {"role": m.role, "content": safe_markdown(m.content)}))
         note = _note(m) if m.role == "assistant" else None
         if note:
-            shown.append({"role": "assistant", "content": "", "metadata": {"title": note, "status": "done"}})
-    if live is not None and not live.done:
-        shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
+            shown.append((None, {"role": "assistant", "content": "", "metadata": {"title": note, "status": "done"}}))
     return shown
 
 
