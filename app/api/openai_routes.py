@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.schemas import ApiError, ChatRequest, EmbeddingRequest
+from app.api.tools import ToolPlan, reply
 from app.context import AppContext
 from app.engine.events import Done, EngineError, Event, Failed, Queued, Token
 from app.engine.ticket import Ticket
@@ -67,15 +68,24 @@ def build_router(ctx: AppContext) -> APIRouter:
     def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": served, "object": "model", "created": 0, "owned_by": "quartet"}]}
 
+    @router.get("/models/{name}")
+    def model(name: str) -> dict[str, Any]:
+        if name != served:
+            raise ApiError(404, f"there is no model {name!r} here; this appliance serves {served!r}",
+                           type_="invalid_request_error", code="model_not_found", param="model")
+        return {"id": served, "object": "model", "created": 0, "owned_by": "quartet"}
+
     @router.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse:
         settings = ctx.settings
-        request = body.to_engine(default_max_tokens=settings.max_tokens, default_temperature=settings.temperature)
+        tool_plan = body.tool_plan()
+        request = body.to_engine(default_max_tokens=settings.max_tokens, default_temperature=settings.temperature,
+                                 tool_plan=tool_plan)
         try:
             ticket = ctx.engine.submit(request)
         except EngineError as err:
             raise api_error(err, ctx.engine.status()["queue"]["waiting"]) from err
-        answer = _Answer(ctx, ticket, served)
+        answer = _Answer(ctx, ticket, served, tool_plan)
         first = await answer.first()
         if isinstance(first, Failed):
             raise api_error(first)
@@ -119,8 +129,8 @@ def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) 
 class _Answer:
     """One chat completion followed from the engine's queue to the client."""
 
-    def __init__(self, ctx: AppContext, ticket: Ticket, model: str) -> None:
-        self.ctx, self.ticket, self.model = ctx, ticket, model
+    def __init__(self, ctx: AppContext, ticket: Ticket, model: str, tool_plan: ToolPlan | None = None) -> None:
+        self.ctx, self.ticket, self.model, self.tool_plan = ctx, ticket, model, tool_plan
         self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
         self.finished = False
@@ -147,10 +157,15 @@ class _Answer:
         if isinstance(event, Failed):
             raise api_error(event)
         assert isinstance(event, Done)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = _finish(event)
+        if self.tool_plan is not None:
+            content, calls = reply(text, self.tool_plan)
+            message = {"role": "assistant", "content": content} | ({"tool_calls": calls} if calls else {})
+            finish = "tool_calls" if calls else finish
         return {
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": _finish(event)}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": _usage(event),
         }
 
@@ -162,13 +177,22 @@ class _Answer:
     async def sse(self, event: Event, include_usage: bool) -> AsyncIterator[str]:
         try:
             yield self.chunk({"role": "assistant", "content": ""})
+            text = ""
             while isinstance(event, Token):
-                yield self.chunk({"content": event.text})
+                text += event.text
+                if self.tool_plan is None:  # with tools, the answer is JSON: it is told once it is whole
+                    yield self.chunk({"content": event.text})
                 event = await self.next()
             if isinstance(event, Failed):
                 yield f"data: {json.dumps(api_error(event).body())}\n\n"
             elif isinstance(event, Done):
-                yield self.chunk({}, _finish(event))
+                finish = _finish(event)
+                if self.tool_plan is not None:
+                    content, calls = reply(text, self.tool_plan)
+                    for delta in _tool_deltas(content, calls):
+                        yield self.chunk(delta)
+                    finish = "tool_calls" if calls else finish
+                yield self.chunk({}, finish)
                 if include_usage:
                     usage = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                              "model": self.model, "choices": [], "usage": _usage(event)}
@@ -177,6 +201,19 @@ class _Answer:
         finally:
             if not self.finished:
                 self.ctx.engine.cancel(self.ticket)  # the client went away mid-answer
+
+
+def _tool_deltas(content: str | None, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Deltas as OpenAI streams them: each call opened with its id and name, then its arguments."""
+    if not calls:
+        return [{"content": content or ""}]
+    deltas = []
+    for index, call in enumerate(calls):
+        function = call["function"]
+        deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                       "function": {"name": function["name"], "arguments": ""}}]})
+        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
+    return deltas
 
 
 def _finish(done: Done) -> str:

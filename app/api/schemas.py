@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api import tools as calling
 from app.engine.events import GenerationRequest, Message
 
 
@@ -23,8 +24,19 @@ class ApiError(Exception):
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # an assistant's earlier calls
+    tool_call_id: str | None = None  # a tool message: the call it answers
+    name: str | None = None
+
+    def for_model(self) -> Message:
+        """This message as the model reads it: tool calls and results written out as text."""
+        if self.role == "tool":
+            return Message("user", f"Result of tool call {self.tool_call_id or ''} {self.name or ''}:\n{self.text()}")
+        if self.role == "assistant" and self.tool_calls:
+            return Message("assistant", calling.as_text(self.tool_calls))
+        return Message("system" if self.role == "developer" else self.role, self.text())
 
     def text(self) -> str:
         if isinstance(self.content, list):
@@ -45,8 +57,13 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+# Known OpenAI options that would change the answer's meaning and that the appliance cannot honour:
+# refused by name rather than silently dropped. Any other unknown option is ignored.
+UNSUPPORTED = ("logit_bias", "logprobs", "top_logprobs", "functions", "function_call", "audio", "prediction")
+
+
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # unknown OpenAI options are accepted and ignored
+    model_config = ConfigDict(extra="allow")  # unknown OpenAI options are accepted and ignored
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
@@ -59,21 +76,43 @@ class ChatRequest(BaseModel):
     response_format: ResponseFormat | None = None
     seed: int | None = None
     n: int = 1
+    tools: list[calling.Tool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
 
-    def to_engine(self, *, default_max_tokens: int, default_temperature: float) -> GenerationRequest:
+    def refuse_unsupported(self) -> None:
         if self.n != 1:
-            raise ApiError(400, "n > 1 is not supported", type_="invalid_request_error", param="n")
+            raise ApiError(400, "n > 1 is not supported: send one request per answer", type_="invalid_request_error",
+                           param="n")
+        given = [name for name in UNSUPPORTED if (self.model_extra or {}).get(name) not in (None, False, {}, [])]
+        if given:
+            raise ApiError(400, f"{', '.join(given)}: not supported by this appliance (leave it out)",
+                           type_="invalid_request_error", param=given[0])
+
+    def tool_plan(self) -> calling.ToolPlan | None:
+        try:
+            return calling.plan(self.tools, self.tool_choice, parallel=self.parallel_tool_calls)
+        except calling.ApiProblem as err:
+            raise ApiError(400, str(err), type_="invalid_request_error", param=err.param) from err
+
+    def to_engine(self, *, default_max_tokens: int, default_temperature: float,
+                  tool_plan: calling.ToolPlan | None = None) -> GenerationRequest:
+        self.refuse_unsupported()
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        messages = [m.for_model() for m in self.messages]
+        if tool_plan is not None:
+            messages.insert(0, Message("system", tool_plan.instruction))
+        if tool_plan is not None and self.response_format and self.response_format.type != "text":
+            raise ApiError(400, "response_format and tools cannot be used together", type_="invalid_request_error",
+                           param="response_format")
         return GenerationRequest(
-            messages=tuple(
-                Message("system" if m.role == "developer" else m.role, m.text()) for m in self.messages
-            ),
+            messages=_alternating(messages),
             max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens,
             temperature=default_temperature if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
             stop=tuple(s for s in stops if s),
             seed=self.seed,
-            json_schema=self._schema(),
+            json_schema=json.dumps(tool_plan.schema) if tool_plan is not None else self._schema(),
         )
 
     def _schema(self) -> str | None:
@@ -87,6 +126,19 @@ class ChatRequest(BaseModel):
             raise ApiError(400, "response_format.json_schema.schema must be a JSON schema object",
                            type_="invalid_request_error", param="response_format")
         return json.dumps(schema)
+
+
+def _alternating(messages: list[Message]) -> tuple[Message, ...]:
+    """Neighbours of the same role joined into one (system messages first): chat templates such as
+    Gemma's refuse two user turns in a row, which tool results would otherwise make."""
+    system = [m for m in messages if m.role == "system"]
+    joined: list[Message] = [Message("system", "\n\n".join(m.content for m in system))] if system else []
+    for message in (m for m in messages if m.role != "system"):
+        if joined and joined[-1].role == message.role:
+            joined[-1] = Message(message.role, joined[-1].content + "\n\n" + message.content)
+        else:
+            joined.append(message)
+    return tuple(joined)
 
 
 class EmbeddingRequest(BaseModel):

@@ -1,0 +1,125 @@
+"""Tool calling for agents and editors: the tools a request offers become an instruction for the model
+and a JSON Schema its answer is constrained to, so a call's arguments always match its tool's schema.
+
+The model answers one JSON object: `{"tool_calls": [{"name", "arguments"}]}`, or — when the request lets it
+choose (`tool_choice: "auto"`) — `{"content": "..."}` for an answer in words. A model whose chat template
+knows nothing of tools works the same way: the tools are described in the system message, and earlier
+calls and their results are written back into the conversation as text."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, Field
+
+_PROMPT = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts" / "tools.txt"
+_MAX_PARALLEL = 8
+
+
+class ApiProblem(ValueError):
+    """A request the API refuses with a 400: the message, and the request field it is about."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ToolFunction(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Tool(BaseModel):
+    type: Literal["function"] = "function"
+    function: ToolFunction
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    instruction: str  # goes to the model as (part of) the system message
+    schema: dict[str, Any]  # what its answer is constrained to
+    names: tuple[str, ...]
+
+
+def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan | None:
+    """How to ask for tool calls, or None when the request offers no tools or forbids calling them."""
+    if not tools or choice == "none":
+        return None
+    for index, tool in enumerate(tools):
+        _check_parameters(tool, index)
+    offered = tools
+    if isinstance(choice, dict):
+        wanted = (choice.get("function") or {}).get("name")
+        offered = [t for t in tools if t.function.name == wanted]
+        if not offered:
+            raise ApiProblem(f"tool_choice names {wanted!r}, which is not among the tools", "tool_choice")
+    elif choice not in (None, "auto", "required"):
+        raise ApiProblem("tool_choice must be 'auto', 'none', 'required' or a named function", "tool_choice")
+    items = [_call_schema(t) for t in offered]
+    calls = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}, "minItems": 1,
+             "maxItems": _MAX_PARALLEL if parallel else 1}
+    calling = {"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"],
+               "additionalProperties": False}
+    may_answer = choice in (None, "auto")
+    speaking = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
+                "additionalProperties": False}
+    listed = "\n".join(
+        f"- {t.function.name}: {t.function.description or '(no description)'}\n  arguments: "
+        f"{json.dumps(t.function.parameters, ensure_ascii=False)}" for t in offered
+    )
+    rule = ('To answer in words instead: {"content": "<your answer>"}' if may_answer else
+            "You must call a tool now.")
+    instruction = _PROMPT.read_text(encoding="utf-8").format(tools=listed, answer_rule=rule).strip()
+    return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
+                    tuple(t.function.name for t in offered))
+
+
+def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]:
+    """The answer's words, or its tool calls in OpenAI's shape (ids made here, arguments as JSON text)."""
+    try:
+        answer = json.loads(text)
+    except ValueError:  # cut by max_tokens: what was written, as words
+        return text, []
+    if isinstance(answer, dict) and isinstance(answer.get("tool_calls"), list):
+        calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                  "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
+                 for call in answer["tool_calls"]]
+        return None, calls
+    return str(answer.get("content", "")) if isinstance(answer, dict) else text, []
+
+
+def as_text(tool_calls: list[dict[str, Any]]) -> str:
+    """An earlier assistant turn's tool calls, as the model itself would have written them."""
+    calls = []
+    for call in tool_calls:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            arguments = function.get("arguments")
+        calls.append({"name": function.get("name"), "arguments": arguments})
+    return json.dumps({"tool_calls": calls}, ensure_ascii=False)
+
+
+def _call_schema(tool: Tool) -> dict[str, Any]:
+    return {"type": "object", "properties": {"name": {"const": tool.function.name},
+                                              "arguments": tool.function.parameters},
+            "required": ["name", "arguments"], "additionalProperties": False}
+
+
+def _check_parameters(tool: Tool, index: int) -> None:
+    where = f"tools[{index}].function.parameters"
+    try:
+        jsonschema.validators.validator_for(tool.function.parameters).check_schema(tool.function.parameters)
+    except jsonschema.SchemaError as err:
+        pointer = "/" + "/".join(str(p) for p in err.absolute_path)
+        raise ApiProblem(f"tool {tool.function.name!r}: its parameters are not a valid JSON Schema at "
+                         f"{pointer}: {err.message}", where) from err
+    if tool.function.parameters.get("type", "object") != "object":
+        raise ApiProblem(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", where)
