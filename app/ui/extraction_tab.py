@@ -14,7 +14,8 @@ import pandas as pd
 
 from app.context import AppContext
 from app.extraction.cells import cell_text
-from app.extraction.schemas import SchemaProblem, field_rows, schema_from_fields
+from app.extraction.fields import field_rows, schema_from_fields
+from app.extraction.schemas import SchemaProblem
 from app.extraction.store import Result, Run
 
 _EVERY_S = 1.0
