@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.database import Locked, open_database
-from app.extraction.answers import bounded, check, cut, describe
+from app.extraction.answers import bounded, check, clean, cut, describe
 from app.extraction.fields import column_rows, field_rows, schema_from_fields
 from app.extraction.grounding import PageTexts
 from app.extraction.merge import PartResult, merge, record_of
@@ -111,7 +111,9 @@ def test_the_grammar_schema_bounds_tables_puts_them_last_and_keeps_the_users_bou
     invoice = bounded(TEMPLATES["invoice"].schema)
     assert list(invoice["properties"])[-1] == "line_items", "a cap cuts the table, not the fields before it"
     table = tight["properties"]["countries"]
-    assert (table["minItems"], table["maxItems"]) == (1, 6)
+    assert (table.get("minItems"), table["maxItems"]) == (None, 6), "a part without the table may say []"
+    assert tight["required"] == ["countries"], "the model must open the table (it would skip it otherwise)"
+    assert clean({"source": None, "countries": []}) == {}, "an empty table is left out before the check"
     cells = table["items"]["properties"]
     assert cells["country"]["maxLength"] == 60 and cells["code"] == {"type": "string", "pattern": "^[A-Z]{3}$"}
     assert cells["capital"] == {"anyOf": [{"type": "string", "maxLength": 80}, {"type": "null"}]}
@@ -124,9 +126,8 @@ def test_the_grammar_schema_bounds_tables_puts_them_last_and_keeps_the_users_bou
 
 def test_the_prompt_describes_a_tables_columns() -> None:
     text = describe(check_schema(COUNTRIES))
-    assert "- countries (table, one object per row with these columns; at most 6 rows)" in text
-    assert "    - population_millions (number; ≥ 0; < 2000)" in text
-    assert "    - founded (date YYYY-MM-DD)" in text and "    - contact (text (email))" in text
+    assert "- countries (table; at most 6 rows; columns country (text), capital (text), population_millions " in text
+    assert "    country: Name" in text, "a column's description under its table"
 
 
 def test_an_answer_cut_by_the_cap_is_closed_at_its_last_whole_row() -> None:
@@ -259,3 +260,28 @@ def test_the_templates_have_real_tables_and_keep_their_flat_fields() -> None:
     assert types["contract"]["governing_law"] == "text"
     deadlines = TEMPLATES["contract"].schema["properties"]["deadlines"]["items"]["properties"]
     assert deadlines["due_date"]["format"] == "date"
+
+
+def test_a_cell_corrected_in_the_table_grid_becomes_a_correction_of_that_documents_table(tmp_path: Path) -> None:
+    from app.extraction.service import ExtractionService
+
+    store = ExtractionStore(Locked(open_database(tmp_path / "q.db")))
+    service = ExtractionService(store, None, None, ROOT / "assets/schemas")  # type: ignore[arg-type]
+    run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=2)
+    for name, rows in (("a.pdf", [{"description": "Hardened steel shaft", "quantity": 120}]),
+                       ("b.pdf", [{"description": "CNC machining setup", "quantity": 1}, {"description": "x"}])):
+        store.save_result(run_id, name, merge([PartResult((1,), {"lines": rows})], SCHEMA, PAGES))
+    shown = [{"document": r.document_name, "row": str(i + 1), "description": row["description"],
+              "quantity": str(row.get("quantity", "")), "unit_price": "", "amount": ""}
+             for r, i, row in service.table_rows(run_id, "lines")]
+    assert [(s["document"], s["row"]) for s in shown] == [("a.pdf", "1"), ("b.pdf", "1"), ("b.pdf", "2")]
+    shown[2]["quantity"], shown[2]["amount"] = "3", "1,050.00"
+    assert service.correct_table_cells(run_id, "lines", shown) == 2
+    a, b = store.results(run_id)
+    assert a.corrected == {} and b.corrected["lines"][1] == {"description": "x", "quantity": 3, "amount": 1050.0}
+    assert b.final["lines"][0] == {"description": "CNC machining setup", "quantity": 1}
+    shown[0]["quantity"] = "many"
+    with pytest.raises(ValueError, match=r"a\.pdf, lines/0/quantity: 'many' is not of type 'number'"):
+        service.correct_table_cells(run_id, "lines", shown)
+    with pytest.raises(ValueError, match="'number' is not a table"):
+        service.correct_table_cells(run_id, "number", shown)

@@ -31,13 +31,24 @@ def bounded(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema the grammar enforces: the user's, with free text, lists and tables bounded (a small
     model otherwise fills them until the token cap), nullable types as a union the converter keeps the
     bounds of, patterns the grammar cannot write left to the check after, and lists and tables last
-    (a cap then cuts a table, not the fields before it). Every answer it allows that also meets the
+    (a cap then cuts a table, not the fields before it). Tables are required in the grammar, with no
+    minimum of rows: `clean` drops an empty one before the check. Every answer it allows that also meets the
     user's numeric bounds and formats validates against the user's schema."""
     out = copy.deepcopy(schema)
     properties = out.get("properties", {})
     order = sorted(properties, key=lambda name: properties[name].get("type") == "array")
     out["properties"] = {name: _bound_field(properties[name]) for name in order}
+    tables = [name for name in order if is_table(properties[name])]
+    if tables:  # the model must open each table (a small model otherwise skips them); [] says "none here"
+        out["required"] = list(dict.fromkeys([*out.get("required", []), *tables]))
     return out
+
+
+def clean(record: Any) -> Any:
+    """The record without the fields the answer left empty (null, or a table or list with no rows)."""
+    if not isinstance(record, dict):
+        return record
+    return {name: value for name, value in record.items() if value is not None and value != []}
 
 
 def check(record: Any, schema: dict[str, Any]) -> str | None:
@@ -84,30 +95,32 @@ def cut(text: str) -> Cut | None:
 
 def describe(schema: dict[str, Any]) -> str:
     """The fields for the prompt: name, type in the field table's words, bounds, description; a
-    table's columns indented under it."""
+    table's columns by name and type on its line, their descriptions indented under it."""
     lines = []
     for name, spec in schema.get("properties", {}).items():
         lines.append(f"- {_line(name, spec)}")
-        lines += [f"    - {_line(column, cell)}" for column, cell in columns(spec).items()]
+        lines += [f"    {column}: {cell['description']}" for column, cell in columns(spec).items()
+                  if cell.get("description")]
     return "\n".join(lines)
 
 
 def _line(name: str, spec: dict[str, Any]) -> str:
     kind = type_word(spec)
-    notes = []
+    said = []
     if is_table(spec):
-        kind = "table, one object per row with these columns"
+        kind = "table"
         if "maxItems" in spec:
-            notes.append(f"at most {spec['maxItems']} rows")
+            said.append(f"at most {spec['maxItems']} rows")
+        said.append("columns " + ", ".join(f"{c} ({type_word(cell)})" for c, cell in columns(spec).items()))
     kind += {"date": " YYYY-MM-DD", "date-time": " YYYY-MM-DDThh:mm:ssZ"}.get(kind, "")
     if spec.get("format") in ("email", "uri"):
         kind += f" ({spec['format']})"
     if "enum" in spec:
-        notes.append(f"one of {', '.join(map(str, spec['enum']))}")
+        said.append(f"one of {', '.join(map(str, spec['enum']))}")
     for key, word in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
         if key in spec:
-            notes.append(f"{word} {spec[key]}")
-    described = f"{name} ({kind}{'; ' + '; '.join(notes) if notes else ''})"
+            said.append(f"{word} {spec[key]}")
+    described = f"{name} ({kind}{'; ' + '; '.join(said) if said else ''})"
     text = spec.get("description") or spec.get("title") or ""
     return f"{described}: {text}" if text else described
 
@@ -117,6 +130,8 @@ def _bound_field(spec: dict[str, Any]) -> dict[str, Any]:
         return _bound_scalar(spec, TEXT_CHARS)
     cap = ROWS if is_table(spec) else ITEMS
     spec["maxItems"] = max(spec.get("minItems", 0), min(spec.get("maxItems", cap), cap))
+    if is_table(spec):  # a part without the table answers [] (the check wants the rows the table has)
+        spec.pop("minItems", None)
     items = spec.get("items", {})
     if is_table(spec):
         items["properties"] = {c: _bound_scalar(cell, CELL_CHARS) for c, cell in items["properties"].items()}

@@ -17,9 +17,9 @@ from typing import Any
 
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
 from app.engine.service import EngineService
-from app.extraction.answers import bounded, check, cut
+from app.extraction.answers import bounded, check, clean, cut
 from app.extraction.answers import describe as _describe
-from app.extraction.merge import FieldValue, PartResult, merge, record_of
+from app.extraction.merge import FieldValue, PartResult, merge, record_of, within_max_items
 from app.knowledge.service import KnowledgeService
 
 __all__ = ["Extraction", "ExtractionFailed", "Extractor", "Limits", "Part", "Step", "bounded"]
@@ -156,7 +156,8 @@ class Extractor:
                 problems.append(f"pages {part.pages[0]}–{part.pages[-1]}: {problem}")
         if not results:
             raise ExtractionFailed("no part gave a valid answer: " + "; ".join(problems))
-        fields = merge(results, schema, pages)
+        fields, trimmed = within_max_items(merge(results, schema, pages), schema)
+        problems += trimmed
         return Extraction(document_id, name, fields, record_of(fields), len(parts), problems)
 
     def _part(
@@ -189,12 +190,12 @@ class Extractor:
             if failure == "length":
                 problem = f"the answer reached the cap of {limits.max_tokens} tokens before its JSON was complete"
                 closed = cut(text)
-                if closed is not None and check(closed.record, schema) is None:
+                if closed is not None and check(record := clean(closed.record), schema) is None:
                     note = f"the answer reached the cap of {limits.max_tokens} tokens: {closed.note}"
-                    return closed.record, None, note
+                    return record, None, note
             else:
                 try:
-                    record = json.loads(text)
+                    record = clean(json.loads(text))
                     if (invalid := check(record, schema)) is None:
                         return record, None, None
                     problem = invalid

@@ -93,6 +93,19 @@ def merge(parts: Sequence[PartResult], schema: dict[str, Any], page_texts: Mappi
     return merged
 
 
+def within_max_items(merged: Merged, schema: dict[str, Any]) -> tuple[Merged, list[str]]:
+    """The tables and lists that the parts together made longer than their `maxItems`, cut to it (the
+    first rows kept), and a sentence for each cut."""
+    notes = []
+    kept = dict(merged)
+    for name, fv in merged.items():
+        limit = schema["properties"][name].get("maxItems")
+        if isinstance(fv.value, list) and limit is not None and len(fv.value) > limit:
+            kept[name] = dataclasses.replace(fv, value=fv.value[:limit], rows=fv.rows[:limit], items=fv.items[:limit])
+            notes.append(f"'{name}' had {len(fv.value)} rows over all parts; the first {limit} (its maxItems) are kept")
+    return kept, notes
+
+
 def record_of(fields: Mapping[str, FieldValue]) -> dict[str, Any]:
     """The plain record: field name → value."""
     return {name: fv.value for name, fv in fields.items()}
