@@ -30,15 +30,16 @@ class Cut:
 def bounded(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema the grammar enforces: the user's, with free text, lists and tables bounded (a small
     model otherwise fills them until the token cap), nullable types as a union the converter keeps the
-    bounds of, patterns the grammar cannot write left to the check after, and lists and tables last
-    (a cap then cuts a table, not the fields before it). Tables are required in the grammar, with no
-    minimum of rows: `clean` drops an empty one before the check. Every answer it allows that also meets the
-    user's numeric bounds and formats validates against the user's schema."""
+    bounds of, and patterns the grammar cannot write left to the check after. Tables are required in
+    the grammar, with no minimum of rows (the demo model skipped optional tables; `clean` drops an
+    empty one before the check); llama.cpp's converter writes required properties first, so a table
+    opens the answer and a token cap cuts its rows (`cut`) or the fields after it. Every answer it
+    allows that also meets the user's numeric bounds, formats and patterns validates against the
+    user's schema."""
     out = copy.deepcopy(schema)
     properties = out.get("properties", {})
-    order = sorted(properties, key=lambda name: properties[name].get("type") == "array")
-    out["properties"] = {name: _bound_field(properties[name]) for name in order}
-    tables = [name for name in order if is_table(properties[name])]
+    out["properties"] = {name: _bound_field(spec) for name, spec in properties.items()}
+    tables = [name for name, spec in properties.items() if is_table(spec)]
     if tables:  # the model must open each table (a small model otherwise skips them); [] says "none here"
         out["required"] = list(dict.fromkeys([*out.get("required", []), *tables]))
     return out
