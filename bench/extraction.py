@@ -1,6 +1,6 @@
 """Extraction: grammar-constrained (JSON schema) generation vs free generation on the same prompt.
 
-    .venv/bin/python bench/extraction.py [--reps 5] [--max-tokens 128] [--inproc]
+    .venv/bin/python bench/extraction.py [--reps 5] [--max-tokens 128] [--inproc] [--case table]
 
 One worker process loads the demo model once, split across four card agents of its own (or, with
 --inproc, every layer on the host CPU), and builds the app's extraction request for an invoice of
@@ -14,6 +14,8 @@ then it has fewer tokens than the free one and only per-token rates compare. Bes
 own numbers, the worker measures the thread CPU time of each `llm.sample()` (where the grammar
 filters the whole vocabulary; its wall time is no measure: with cards it includes waiting for the
 cards' logits) and the bench reads each process's CPU time per token.
+With --case table the document is a lab report whose twelve results stand in a grid, asked with the
+lab_report template (its `results` table: an array of objects, bounded by `bounded` like the app's).
 Reuses bench/engine.py's worker driver, card agents and CPU readers.
 """
 
@@ -70,18 +72,41 @@ accounts@nordlicht-praezision.de, +49 421 5567 230 (Ms. Hannah Albers).
 Thank you for your order."""
 
 
-def extraction_request(max_tokens: int) -> Any:
-    """The request the app's Extractor sends for this one-page invoice (first attempt)."""
+LAB_REPORT = """LABORATORY REPORT
+Report no.: LR-2024-5531   Sample ID: S-88412   Sample: serum
+Collected: 2024-03-04   Reported: 2024-03-05
+Laboratory: Hanse Clinical Lab, Bremen
+Analyte        Result    Unit       Reference    Flag
+Sodium         141       mmol/L     135-145
+Potassium      5.9       mmol/L     3.5-5.1      H
+Chloride       102       mmol/L     98-107
+Creatinine     88        umol/L     62-106
+Urea           9.8       mmol/L     2.5-7.8      H
+Glucose        5.2       mmol/L     3.9-6.1
+Haemoglobin    118       g/L        130-170      L
+Leukocytes     7.4       10^9/L     4.0-10.0
+Platelets      251       10^9/L     150-400
+CRP            14.2      mg/L       0-5          H
+ALT            31        U/L        0-45
+TSH            2.1       mU/L       0.4-4.0
+Signed: Dr. Jana Roth"""
+CASES = {"invoice": (DOCUMENT, INVOICE, "invoice"), "table": ("lab-report-LR-2024-5531.pdf", LAB_REPORT, "lab_report")}
+
+
+def extraction_request(max_tokens: int, case: str = "invoice") -> Any:
+    """The request the app's Extractor sends for this one-page document (first attempt)."""
     from app.engine.events import GenerationRequest, Message
-    from app.extraction.extractor import Part, _describe, bounded
+    from app.extraction.answers import bounded, describe
+    from app.extraction.extractor import Part
     from app.extraction.schemas import load_templates
 
+    name, text, template_name = CASES[case]
     prompts = ROOT / "assets" / "prompts"
-    schema = load_templates(ROOT / "assets" / "schemas")["invoice"].schema
+    schema = load_templates(ROOT / "assets" / "schemas")[template_name].schema
     system = (prompts / "extract_system.txt").read_text(encoding="utf-8").strip()
     template = (prompts / "extract_user.txt").read_text(encoding="utf-8")
-    part = Part(((1, INVOICE),))
-    prompt = template.format(name=DOCUMENT, first=1, last=1, fields=_describe(schema), text=part.text)
+    part = Part(((1, text),))
+    prompt = template.format(name=name, first=1, last=1, fields=describe(schema), text=part.text)
     return GenerationRequest(
         messages=(Message("system", system), Message("user", prompt)), max_tokens=max_tokens, temperature=0.0,
         json_schema=json.dumps(bounded(schema)),
@@ -139,7 +164,7 @@ def worker(spec: dict[str, Any]) -> int:
     engine_mod.grammar_for = timer.wrap("grammar", engine_mod.grammar_for)  # type: ignore[assignment]
     llm.sample = timer.wrap("sample", llm.sample)  # type: ignore[method-assign]
     llm.eval = timer.wrap("forward", llm.eval, when=lambda: timer.calls.get("sample", 0) > 0)  # type: ignore[method-assign]
-    request = extraction_request(spec["max_tokens"])
+    request = extraction_request(spec["max_tokens"], spec.get("case", "invoice"))
     sides = {"json": request, "free": replace(request, json_schema=None)}
     print(bench.RESULT + json.dumps({
         "loaded": True, "load_s": round(info.load_s, 2), "layers": {c.endpoint: len(c.layers) for c in info.cards},
@@ -188,7 +213,7 @@ def main() -> int:
         return worker(json.loads(args.worker))
     order = [side for rep in range(args.reps) for side in (SIDES if rep % 2 == 0 else SIDES[::-1])]
     spec = {"model": args.model, "n_ctx": args.n_ctx, "threads": args.threads, "max_tokens": args.max_tokens,
-            "plan": [*SIDES, *order]}
+            "plan": [*SIDES, *order], "case": args.case}
     procs: list[Any] = []
     w: bench.Worker | None = None
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started with SIGINT ignored
@@ -231,7 +256,7 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, info
     ratios = [j["decode_tps"] / f["decode_tps"] for j, f in zip(runs["json"], runs["free"], strict=True)]
     j, f = med["json"], med["free"]
     where = "in-process (no cards)" if args.inproc else f"4 loopback cards ({args.card_threads} thread each)"
-    print(f"\nmedians of {args.reps} runs per side, alternating json free free json ...; prompt "
+    print(f"\ncase {args.case}; medians of {args.reps} runs per side, alternating json free free json ...; prompt "
           f"{runs['json'][0]['prompt_tokens']} tokens; max_tokens {args.max_tokens}; {where}; "
           f"host threads {args.threads}")
     print(f"{'':27}{'tokens':>7}{'decode tok/s':>13}{'TTFT s':>8}{'prompt tok/s':>13}"
@@ -285,6 +310,8 @@ def parse_args() -> argparse.Namespace:
     ):
         p.add_argument(flag, type=int, default=default, help=text)
     p.add_argument("--inproc", action="store_true", help="no cards: every layer in the worker process")
+    p.add_argument("--case", choices=sorted(CASES), default="invoice",
+                   help="invoice: flat fields of a one-page invoice; table: a lab report's table of twelve results")
     p.add_argument("--ports", type=int, nargs=4, default=[30540, 30541, 30542, 30543], help="the cards' RPC ports")
     p.add_argument("--health-ports", type=int, nargs=4, default=None, help="default: RPC ports + 1000")
     p.add_argument("--cache-dir", default="/tmp/quartet-bench-extraction/rpc-cache", help="the cards' tensor cache")

@@ -75,6 +75,7 @@ class Appliance:
             "QUARTET_CARDS": json.dumps(s.cards),
             "QUARTET_CARD_POLL_S": "0.5",
             "QUARTET_MAX_TOKENS": "64",
+            "QUARTET_EXTRACTION_TIMEOUT_S": "300",  # a table's answer on a shared, busy machine (tests lower it)
             "QUARTET_TEMPERATURE": "0",
             "QUARTET_API_KEYS": json.dumps([API_KEY]),
             "QUARTET_ADMIN_PASSWORD_HASH": hash_password(ADMIN_PASSWORD, iterations=1000),

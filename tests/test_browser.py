@@ -217,3 +217,54 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
     finally:
         page.close()
         listener.shutdown()
+
+def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_the_table(
+    browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
+) -> None:
+    import csv
+    import io
+
+    from gradio_client import Client, handle_file
+
+    from tests.harness import wait_until
+
+    report = tmp_path / "lab-browser.txt"
+    report.write_text("LABORATORY REPORT\nReport no.: LR-77\n\nAnalyte        Result    Unit       Reference\n"
+                      "Sodium         141       mmol/L     135-145\nPotassium      5.9       mmol/L     3.5-5.1\n"
+                      "Chloride       102       mmol/L     98-107\n", encoding="utf-8")
+    c = Client(appliance.url, verbose=False)
+    c.predict([handle_file(str(report))], api_name="/ingest")
+    wait_until(lambda: any(d["name"] == report.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
+               timeout=120, every=0.5)
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    page.goto(appliance.url, wait_until="load")
+    page.get_by_role("tab", name="Extraction").click()
+    page.locator("#extract-template input").click()
+    page.get_by_role("option", name="Lab report", exact=True).click()
+    page.locator("#extract-docs input").click()
+    page.get_by_role("option", name=report.name).click()
+    page.keyboard.press("Escape")
+    page.locator("#extract-run").click()
+    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=300_000)
+    grid = page.locator("#extract-review table.q-grid[data-table='results']")
+    grid.wait_for(timeout=15_000)
+    assert grid.locator("tr").count() >= 2, "the results table has a row"
+    assert grid.locator("td .q-ok, td .q-warn, td .q-muted").count() >= 1, "each cell says whether its page has it"
+    rows = page.locator("#extract-table-rows")
+    page.wait_for_function("() => document.querySelector('#extract-table-rows').innerText.includes('lab-browser')",
+                           timeout=15_000)
+    page.screenshot(path=str(artifacts / "extraction-table.png"), full_page=True)
+    cell = rows.locator("[data-testid='cell-0-2']")  # document, row, analyte
+    cell.dblclick()
+    editor = cell.locator("input, textarea").first
+    editor.fill("Natrium")
+    editor.press("Enter")
+    grid.get_by_text("corrected").first.wait_for(timeout=15_000)
+    link = page.locator("#export-tables tr", has_text="-results").locator("td.download a").first
+    link.wait_for(timeout=15_000)
+    with page.expect_download(timeout=30_000) as download:
+        link.click()
+    table = list(csv.reader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8").lstrip("\ufeff"))))
+    assert table[0][:3] == ["document", "row", "analyte"]
+    assert table[1][:3] == [report.name, "1", "Natrium"]
+    page.close()

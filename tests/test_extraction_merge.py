@@ -8,10 +8,11 @@ from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator
 
 from app.extraction.merge import PartResult, merge, provenance, record_of
-from app.extraction.schemas import load_templates
+from app.extraction.schemas import check_schema, load_templates
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = load_templates(ROOT / "assets/schemas")["contract"].schema
+LISTS = check_schema({"type": "object", "properties": {"parties": {"type": "array", "items": {"type": "string"}}}})
 INVOICE = load_templates(ROOT / "assets/schemas")["invoice"].schema
 
 PAGES = {
@@ -98,7 +99,7 @@ def test_lists_are_unioned_in_order_of_first_appearance() -> None:
         PartResult((2,), {"parties": ["beta  LTD", "北京星辰科技有限公司", ""]}),
         PartResult((3,), {"parties": ["Gamma AG"]}),
     ]
-    parties = merge(parts, CONTRACT, pages)["parties"]
+    parties = merge(parts, LISTS, pages)["parties"]
     assert parties.value == ["ACME GmbH", "Beta Ltd", "北京星辰科技有限公司", "Gamma AG"]
     assert [(c.page, c.verified) for c in parties.items] == [(1, True), (1, True), (2, True), (3, False)]
     assert (parties.page, parties.verified, parties.conflict) == (1, False, False), "one item is not on its page"
@@ -119,15 +120,15 @@ def test_empty_and_unknown_values_are_left_out() -> None:
 def test_the_merged_record_validates_against_the_schema_and_provenance_is_json_ready() -> None:
     pages = {1: "Service Agreement between ACME GmbH and Beta Ltd, effective 1 March 2024", 2: "Total EUR 12.000"}
     parts = [
-        PartResult((1,), {"parties": ["ACME GmbH"], "effective_date": "2024-03-01", "auto_renewal": True}),
-        PartResult((2,), {"parties": ["Beta Ltd"], "total_value": 12000, "currency": "EUR"}),
+        PartResult((1,), {"parties": [{"name": "ACME GmbH"}], "effective_date": "2024-03-01", "auto_renewal": True}),
+        PartResult((2,), {"parties": [{"name": "Beta Ltd"}], "total_value": 12000, "currency": "EUR"}),
         PartResult((2,), {"total_value": 12000.0, "termination_notice_days": 90}),
     ]
     fields = merge(parts, CONTRACT, pages)
     record = record_of(fields)
     assert list(Draft202012Validator(CONTRACT, format_checker=FormatChecker()).iter_errors(record)) == []
-    assert record["parties"] == ["ACME GmbH", "Beta Ltd"] and record["total_value"] == 12000
+    assert record["parties"] == [{"name": "ACME GmbH"}, {"name": "Beta Ltd"}] and record["total_value"] == 12000
     info = provenance(fields["total_value"])
-    assert set(info) == {"page", "snippet", "verified", "conflicts", "conflict", "items"}
+    assert set(info) == {"page", "snippet", "verified", "conflicts", "conflict", "items", "rows"}
     assert (info["page"], info["verified"]) == (2, True)
     assert fields["termination_notice_days"].verified is False, "90 is on no page"

@@ -18,6 +18,7 @@ from app.extraction.store import ExtractionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 INVOICE = load_templates(ROOT / "assets/schemas")["invoice"].schema
+LAB = load_templates(ROOT / "assets/schemas")["lab_report"].schema
 PAGES = {
     1: '发票号码：INV-2024-007 开票日期：2024年3月1日\n销售方：北京星辰科技有限公司\n购买方：=HYPERLINK("http://x")',
     2: "明细：Wartung, @SUM(A1)\n合计：1,234.50元 税额：-50.00 备注：+86 10 1234 5678",
@@ -50,7 +51,7 @@ def filled(tmp_path: Path) -> tuple[ExtractionStore, int, int, int]:
         total=1234.5,
         tax=-50.0,
         payment_terms="+86 10 1234 5678",
-        line_items=["Wartung", "@SUM(A1)"],
+        line_items=[{"description": "Wartung"}, {"description": "@SUM(A1)"}],
         iban="DE00 0000",  # not on any page
     )
     good = s.save_result(run_id, "发票 2024-007.pdf", fields, document_id=7)
@@ -155,7 +156,9 @@ def test_csv_opens_in_excel_with_chinese_text_and_defused_formulas(
     assert good["document"] == "发票 2024-007.pdf" and good["seller"] == "北京星辰科技有限公司"
     assert good["buyer"] == '\'=HYPERLINK("http://x")'
     assert good["payment_terms"] == "'+86 10 1234 5678"
-    assert good["line_items"] == "Wartung; @SUM(A1)", "only a cell's start can make a formula"
+    assert good["line_items"] == "2", "a table's column counts its rows; the rows have their own CSV"
+    rows = parse_csv(s.export_table_csv(run_id, "line_items"))
+    assert [r["description"] for r in rows] == ["Wartung", "'@SUM(A1)"]
     assert good["tax"] == "-50.0", "a number stays a number"
     assert good["invoice_date"] == "2024-03-01" and good["unverified"] == "iban"
     assert bad["document"] == "'=cmd.pdf" and bad["error"].startswith("The file has no text layer")
@@ -164,9 +167,9 @@ def test_csv_opens_in_excel_with_chinese_text_and_defused_formulas(
 
 def test_a_list_starting_with_a_formula_is_defused(tmp_path: Path) -> None:
     s = store(tmp_path / "q.db")
-    run_id = s.create_run(template="invoice", schema=INVOICE, title="x", documents_total=1)
-    s.save_result(run_id, "a.pdf", invoice_fields(line_items=["-1 Rabatt", "Wartung"]))
-    assert parse_csv(s.export_csv(run_id))[0]["line_items"] == "'-1 Rabatt; Wartung"
+    run_id = s.create_run(template="lab_report", schema=LAB, title="x", documents_total=1)
+    s.save_result(run_id, "a.pdf", merge([PartResult((1,), {"methods": ["-1 Rabatt", "Wartung"]})], LAB, PAGES))
+    assert parse_csv(s.export_csv(run_id))[0]["methods"] == "'-1 Rabatt; Wartung"
 
 
 def test_json_export_keeps_chinese_readable(filled: tuple[ExtractionStore, int, int, int]) -> None:
@@ -176,7 +179,7 @@ def test_json_export_keeps_chinese_readable(filled: tuple[ExtractionStore, int, 
     documents = json.loads(text)
     assert [d["document"] for d in documents] == ["发票 2024-007.pdf", "=cmd.pdf"]
     assert list(documents[0]["record"]) == [name for name in INVOICE["properties"] if name in documents[0]["record"]]
-    assert documents[0]["record"]["line_items"] == ["Wartung", "@SUM(A1)"]
+    assert documents[0]["record"]["line_items"] == [{"description": "Wartung"}, {"description": "@SUM(A1)"}]
     assert documents[0]["fields"]["seller"]["verified"] is True
     assert documents[1]["status"] == "error" and documents[1]["record"] == {}
     with pytest.raises(LookupError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import re
 from typing import Any
 
 import jsonschema
@@ -31,6 +32,22 @@ def grammar_for(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
         raise EngineError(_unusable("llama.cpp rejected its grammar"), kind="request")
     llama_cpp.llama_sampler_free(probe)
     return grammar
+
+
+def pattern_expressible(pattern: str) -> bool:
+    """Whether llama.cpp's schema converter turns this regular expression into grammar that keeps the
+    JSON string valid: anchored (^…$), no escapes but escaped punctuation (\\d, \\w are not translated),
+    no `.` or negated class (either could write a bare quote). Others are checked after the answer."""
+    if not (pattern.startswith("^") and pattern.endswith("$")) or "[^" in pattern or '"' in pattern:
+        return False
+    plain = re.sub(r"\\[^A-Za-z0-9]", "", pattern)
+    if "\\" in plain or "." in plain:
+        return False
+    try:
+        LlamaGrammar.from_json_schema(json.dumps({"type": "string", "pattern": pattern}), verbose=False)
+    except Exception:  # the converter asserts on syntax it does not know
+        return False
+    return True
 
 
 def _unusable(why: str) -> str:

@@ -9,6 +9,8 @@ def cell_text(value: Any) -> str:
     """Plain text: lists joined with "; ", yes/no for booleans, "" for nothing."""
     if value is None:
         return ""
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return f"{len(value)} row{'s' if len(value) != 1 else ''}"  # a table: its rows are shown apart
     if isinstance(value, list):
         return "; ".join(cell_text(v) for v in value)
     if isinstance(value, bool):

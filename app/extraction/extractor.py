@@ -8,7 +8,6 @@ value's page and snippet come from searching the page text — the model never g
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Callable, Generator
@@ -16,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
 from app.engine.service import EngineService
-from app.extraction.merge import FieldValue, PartResult, merge, record_of
-from app.extraction.schemas import field_types
+from app.extraction.answers import bounded, check, clean, cut
+from app.extraction.answers import describe as _describe
+from app.extraction.merge import FieldValue, PartResult, merge, record_of, within_max_items
 from app.knowledge.service import KnowledgeService
 
-_TEXT_CHARS, _ITEM_CHARS, _ITEMS = 200, 80, 10  # bounds the grammar puts on free text (see `bounded`)
+__all__ = ["Extraction", "ExtractionFailed", "Extractor", "Limits", "Part", "Step", "bounded"]
 _CHARS_PER_TOKEN = 2.0  # conservative (German measured 2.07, Chinese is below 1.5 per token: halving covers it)
 
 
@@ -143,20 +141,23 @@ class Extractor:
         while queue:
             part = queue.pop(0)
             label = f"{name}: part {done + 1} of {done + 1 + len(queue)} (pages {part.pages[0]}–{part.pages[-1]})"
-            record, problem = yield from self._part(name, part, schema, label, cancelled, limits)
+            record, problem, note = yield from self._part(name, part, schema, label, cancelled, limits)
             if problem == "cancelled":
                 raise ExtractionFailed("stopped before the end")
             if problem == "context" and len(part.pages) > 1:  # the estimate was short: read it as two halves
                 queue[:0] = part.split()
                 continue
             done += 1
+            if note:
+                problems.append(f"pages {part.pages[0]}–{part.pages[-1]}: {note}")
             if record is not None:
                 results.append(PartResult(part.pages, record))
             else:
                 problems.append(f"pages {part.pages[0]}–{part.pages[-1]}: {problem}")
         if not results:
             raise ExtractionFailed("no part gave a valid answer: " + "; ".join(problems))
-        fields = merge(results, schema, pages)
+        fields, trimmed = within_max_items(merge(results, schema, pages), schema)
+        problems += trimmed
         return Extraction(document_id, name, fields, record_of(fields), len(parts), problems)
 
     def _part(
@@ -167,8 +168,10 @@ class Extractor:
         label: str,
         cancelled: Callable[[], bool],
         limits: Limits,
-    ) -> Generator[Step, None, tuple[dict[str, Any] | None, str | None]]:
-        """One part's validated record, or None and why; one retry with the validation error."""
+    ) -> Generator[Step, None, tuple[dict[str, Any] | None, str | None, str | None]]:
+        """(record, None, note) or (None, why, None); one retry with the validation error. An answer cut
+        off by the token cap is closed at its last whole row or field when that still validates: the
+        note says what was cut."""
         prompt = self.template.format(
             name=name, first=part.pages[0], last=part.pages[-1], fields=_describe(schema), text=part.text
         )
@@ -178,30 +181,32 @@ class Extractor:
             step = label if attempt == 1 else label + ", retry"
             text, failure = yield from self._generate(messages, schema, step, cancelled, limits)
             if failure in ("context", "cancelled"):
-                return None, failure
+                return None, failure, None
             if failure == "timeout":
-                return None, f"stopped after {limits.timeout_s:g} s without finishing"
+                return None, f"stopped after {limits.timeout_s:g} s without finishing", None
             if failure is not None and failure != "length":
                 problem = failure  # the engine failed (a card went away): the same question once more
                 continue
             if failure == "length":
                 problem = f"the answer reached the cap of {limits.max_tokens} tokens before its JSON was complete"
+                closed = cut(text)
+                if closed is not None and check(record := clean(closed.record), schema) is None:
+                    note = f"the answer reached the cap of {limits.max_tokens} tokens: {closed.note}"
+                    return record, None, note
             else:
                 try:
-                    record = json.loads(text)
-                    jsonschema.validate(record, schema)
-                    return record, None
+                    record = clean(json.loads(text))
+                    if (invalid := check(record, schema)) is None:
+                        return record, None, None
+                    problem = invalid
                 except json.JSONDecodeError as err:
                     problem = f"the answer is not complete JSON ({err.msg} at character {err.pos})"
-                except jsonschema.ValidationError as err:
-                    where = "/".join(str(p) for p in err.absolute_path) or "the answer"
-                    problem = f"{where}: {err.message}"
             messages = (
                 *messages,
                 Message("assistant", text),
                 Message("user", f"That answer is invalid: {problem}. Answer again with valid, shorter JSON."),
             )
-        return None, problem
+        return None, problem, None
 
     def _generate(
         self,
@@ -241,30 +246,3 @@ class Extractor:
                 return text, stopped or ("length" if event.stats.finish_reason == "length" else None)
             elif isinstance(event, Failed):
                 return text, "context" if event.kind == "context" else event.message
-
-
-def bounded(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema the grammar enforces: the user's, with free text and lists bounded (a small model
-    otherwise fills a list or a string until the token cap). Stricter than the user's schema, so an
-    answer that follows it also validates against that."""
-    out = copy.deepcopy(schema)
-    for spec in out.get("properties", {}).values():
-        targets = [(spec, _TEXT_CHARS)]
-        if spec.get("type") == "array":
-            spec["maxItems"] = min(spec.get("maxItems", _ITEMS), _ITEMS)
-            targets = [(spec.get("items", {}), _ITEM_CHARS)]
-        for target, chars in targets:
-            if target.get("type") == "string" and "enum" not in target and "format" not in target:
-                target["maxLength"] = min(target.get("maxLength", chars), chars)
-    return out
-
-
-def _describe(schema: dict[str, Any]) -> str:
-    """The fields for the prompt: name, type in the field table's words, allowed values, description."""
-    lines = []
-    for name, kind in field_types(schema).items():
-        prop = schema["properties"][name]
-        kind += " YYYY-MM-DD" if kind == "date" else ""
-        kind += f" (one of {', '.join(map(str, prop['enum']))})" if "enum" in prop else ""
-        lines.append(f"- {name} ({kind}): {prop.get('description', '')}".rstrip(": "))
-    return "\n".join(lines)

@@ -121,14 +121,23 @@ class PageTexts:
         items = [v for v in (value if isinstance(value, list) else [value]) if checkable(v)]
         if not items:
             return None
-        numbers = self._texts.keys() if within is None else set(within) & self._texts.keys()
-        for number in sorted(numbers):
-            if number not in self._folded:
-                self._folded[number] = _fold(self._texts[number])
-            spans = [_find(item, self._folded[number]) for item in items]
+        for number in self.numbers(within):
+            spans = [_find(item, self.folded(number)) for item in items]
             if all(spans) and spans[0] is not None:
                 return number, snippet(self._texts[number], spans[0])
         return None
+
+    def numbers(self, within: Iterable[int] | None = None) -> list[int]:
+        """The page numbers there are, or those of them named in `within`, in order."""
+        return sorted(self._texts.keys() if within is None else set(within) & self._texts.keys())
+
+    def text(self, number: int) -> str:
+        return self._texts[number]
+
+    def folded(self, number: int) -> _Folded:
+        if number not in self._folded:
+            self._folded[number] = _fold(self._texts[number])
+        return self._folded[number]
 
 
 def snippet(text: str, span: Span, *, width: int = SNIPPET_CHARS) -> str:
@@ -156,43 +165,54 @@ def iso_date(text: str) -> date | None:
 
 
 def _find(value: Any, page: _Folded) -> Span | None:
+    return next(spans(value, page), None)
+
+
+def spans(value: Any, page: _Folded) -> Iterator[Span]:
+    """Every place a scalar value occurs in a folded page: as text, else as a number, else as a date."""
     if isinstance(value, int | float):
-        return _find_number({abs(float(value))}, page)
+        yield from _number_spans({abs(float(value))}, page)
+        return
     text = str(value)
-    found = _find_text(normalise(text), page)
-    if found is None and (readings := _value_numbers(text)):
-        found = _find_number(readings, page)
-    if found is None and (day := iso_date(text)):
-        found = _find_date(day, page)
-    return found
+    found = False
+    for span in _text_spans(normalise(text), page):
+        found = True
+        yield span
+    if not found and (readings := _value_numbers(text)):
+        for span in _number_spans(readings, page):
+            found = True
+            yield span
+    if not found and (day := iso_date(text)):
+        yield from _date_spans(day, page)
 
 
-def _find_text(needle: str, page: _Folded) -> Span | None:
+def _text_spans(needle: str, page: _Folded) -> Iterator[Span]:
     """`needle` in the page, or else in the page without spaces; digits must not run on (50 ≠ 1250)."""
     for folded, wanted in ((page, needle), (page.compact(), needle.replace(" ", ""))):
+        found = False
         at = folded.text.find(wanted) if wanted else -1
         while at >= 0:
             end = at + len(wanted)
             before, after = folded.text[max(at - 1, 0) : at], folded.text[end : end + 1]
             if not (wanted[0].isdigit() and before.isdigit()) and not (wanted[-1].isdigit() and after.isdigit()):
-                return folded.span(at, end)
+                found = True
+                yield folded.span(at, end)
             at = folded.text.find(wanted, at + 1)
-    return None
+        if found:
+            return
 
 
-def _find_number(readings: set[float], page: _Folded) -> Span | None:
+def _number_spans(readings: set[float], page: _Folded) -> Iterator[Span]:
     for number, start, end in _numbers(page.text):
         if any(math.isclose(number, r, rel_tol=1e-9, abs_tol=1e-9) for r in readings):
-            return page.span(start, end)
-    return None
+            yield page.span(start, end)
 
 
-def _find_date(day: date, page: _Folded) -> Span | None:
+def _date_spans(day: date, page: _Folded) -> Iterator[Span]:
     for pattern, (y, m, d) in _DATE_FORMS:
         for match in pattern.finditer(page.text):
             if _date_of(match.group(y), match.group(m), match.group(d)) == day:
-                return page.span(match.start(), match.end())
-    return None
+                yield page.span(match.start(), match.end())
 
 
 def _numbers(text: str) -> Iterator[tuple[float, int, int]]:

@@ -4,7 +4,10 @@ A long document is read in parts (runs of consecutive pages); each part yields a
 after folding (case and spaces for text, numeric value for numbers, the day for dates) count as one.
 A scalar the parts disagree on is a conflict: the value kept is the one found on its part's pages,
 then the one most parts gave, and all candidates are listed with their pages. Lists are unioned.
-Page and snippet come from the page text (`grounding.locate`), never from the model.
+Tables: the rows of all parts are appended in page order; rows equal in every cell (folded as above)
+count as one; rows that agree on their key columns (the table's required columns, or else its first
+column: `schemas.key_columns`) but differ in another cell are all kept and flagged as conflicts.
+Page and snippet come from the page text (`grounding.locate`, `rows.place_row`), never from the model.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.extraction.grounding import PageTexts, checkable, iso_date, normalise
-from app.extraction.schemas import field_types
+from app.extraction.rows import Cell, place_row
+from app.extraction.schemas import TABLE, columns, field_types, key_columns, type_word
 
 _LIST = "list of "
 
@@ -51,6 +55,21 @@ class FieldValue:
     conflicts: list[Candidate] = field(default_factory=list)
     conflict: bool = False
     items: list[Candidate] = field(default_factory=list)  # lists only: where each item was found
+    rows: list[TableRow] = field(default_factory=list)  # tables only: where each row was found
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a table: its cells, where it was found, and the rows it conflicts with (by index)."""
+
+    values: dict[str, Any]
+    page: int | None
+    snippet: str
+    verified: bool | None
+    cells: dict[str, Cell]
+    parts: int = 1
+    conflict: bool = False
+    conflicts_with: list[int] = field(default_factory=list)
 
 
 Merged = dict[str, FieldValue]
@@ -64,12 +83,27 @@ def merge(parts: Sequence[PartResult], schema: dict[str, Any], page_texts: Mappi
         found = [(part, part.record[name]) for part in parts if _present(part.record.get(name))]
         if not found:
             continue
-        if kind.startswith(_LIST):
+        if kind == TABLE:
+            merged[name] = _merge_table(name, schema["properties"][name], found, texts)
+        elif kind.startswith(_LIST):
             items = [(part, item) for part, value in found for item in _as_list(value) if _present(item)]
             merged[name] = _merge_list(name, _candidates(kind.removeprefix(_LIST), items, texts))
         else:
             merged[name] = _merge_scalar(name, _candidates(kind, found, texts))
     return merged
+
+
+def within_max_items(merged: Merged, schema: dict[str, Any]) -> tuple[Merged, list[str]]:
+    """The tables and lists that the parts together made longer than their `maxItems`, cut to it (the
+    first rows kept), and a sentence for each cut."""
+    notes = []
+    kept = dict(merged)
+    for name, fv in merged.items():
+        limit = schema["properties"][name].get("maxItems")
+        if isinstance(fv.value, list) and limit is not None and len(fv.value) > limit:
+            kept[name] = dataclasses.replace(fv, value=fv.value[:limit], rows=fv.rows[:limit], items=fv.items[:limit])
+            notes.append(f"'{name}' had {len(fv.value)} rows over all parts; the first {limit} (its maxItems) are kept")
+    return kept, notes
 
 
 def record_of(fields: Mapping[str, FieldValue]) -> dict[str, Any]:
@@ -95,6 +129,48 @@ def _merge_list(name: str, items: list[Candidate]) -> FieldValue:
     shown = next((c for c in items if c.verified), items[0])
     verified = all(checked) if checked else None
     return FieldValue(name, [c.value for c in items], shown.page, shown.snippet, verified, items=items)
+
+
+def _merge_table(name: str, spec: dict[str, Any], found: list[tuple[PartResult, Any]], texts: PageTexts) -> FieldValue:
+    kinds = {column: type_word(cell) for column, cell in columns(spec).items()}
+    rows: dict[tuple[Any, ...], TableRow] = {}
+    for part, value in found:
+        for given in _as_list(value):
+            values = {c: given[c] for c in kinds if isinstance(given, dict) and _present(given.get(c))}
+            if not values:
+                continue
+            key = tuple(_key(kinds[c], values.get(c)) if c in values else None for c in kinds)
+            seen = rows.get(key)
+            place = place_row(values, texts, within=part.pages) if seen is None or not seen.verified else None
+            if seen is None:
+                rows[key] = _table_row(values, place)
+            elif place is not None and place.verified:
+                rows[key] = dataclasses.replace(_table_row(seen.values, place), parts=seen.parts + 1)
+            else:
+                rows[key] = dataclasses.replace(seen, parts=seen.parts + 1)
+    listed = _flag_conflicts(list(rows.values()), key_columns(spec), kinds)
+    checked = [r.verified for r in listed if r.verified is not None]
+    first = listed[0] if listed else None
+    return FieldValue(name, [r.values for r in listed], first.page if first else None, first.snippet if first else "",
+                      all(checked) if checked else None, conflict=any(r.conflict for r in listed), rows=listed)
+
+
+def _table_row(values: dict[str, Any], place: Any) -> TableRow:
+    return TableRow(values, place.page, place.snippet, place.verified, place.cells)
+
+
+def _flag_conflicts(rows: list[TableRow], keys: list[str], kinds: dict[str, str]) -> list[TableRow]:
+    """Rows that share their key cells but not the others point at each other."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index, row in enumerate(rows):
+        if all(k in row.values for k in keys):
+            groups.setdefault(tuple(_key(kinds[k], row.values[k]) for k in keys), []).append(index)
+    flagged = list(rows)
+    for members in groups.values():
+        if len(members) > 1:
+            for i in members:
+                flagged[i] = dataclasses.replace(rows[i], conflict=True, conflicts_with=[j for j in members if j != i])
+    return flagged
 
 
 def _candidates(kind: str, found: list[tuple[PartResult, Any]], texts: PageTexts) -> list[Candidate]:

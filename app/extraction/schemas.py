@@ -1,8 +1,12 @@
-"""Extraction schemas: a flat subset of JSON Schema that a model can fill and a person can read.
+"""Extraction schemas: the subset of JSON Schema that a model can fill and a person can read.
 
-A schema is an object of up to 40 fields; a field is a scalar (text, number, integer, yes/no, date)
-or a list of scalars. Templates live as files in `assets/schemas/`; a user can also describe fields in
-a small table (`schema_from_fields`). Every problem names the part it is about with a JSON pointer.
+A schema is an object of up to 40 fields. A field is a scalar (text, number, integer, yes/no, date…),
+a list of scalars, or a table: an array of objects whose columns are scalars (one level of nesting).
+The keywords people write for them are supported (`minItems`, `maxItems`, `minimum`, `maximum`,
+`exclusiveMinimum/Maximum`, `minLength`, `maxLength`, `pattern`, `enum`, `const`, `format` date,
+date-time, email or uri, `default`, `description`, `title`, `examples`, and nullable types such as
+`["number", "null"]`); anything else is refused with a JSON pointer to it, before any model call.
+Templates live as files in `assets/schemas/`; `fields.py` makes a schema from a field table.
 """
 
 from __future__ import annotations
@@ -10,40 +14,36 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
+from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator, validator_for
 
 log = logging.getLogger(__name__)
 
 MAX_FIELDS = 40
+MAX_COLUMNS = 20
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_NAME_RULE = "letters, digits and _, starting with a letter or _, at most 64 characters"
+NAME_RULE = "letters, digits and _, starting with a letter or _, at most 64 characters"
 SCALARS = ("string", "number", "integer", "boolean")
-# the field table's words for the types, in the order the UI offers them
-TABLE_TYPES: dict[str, dict[str, Any]] = {
-    "text": {"type": "string"},
-    "number": {"type": "number"},
-    "integer": {"type": "integer"},
-    "yes/no": {"type": "boolean"},
-    "date": {"type": "string", "format": "date"},
-    "list of text": {"type": "array", "items": {"type": "string"}},
-}
-TABLE_COLUMNS = ("name", "type", "description", "required", "allowed values")
+FORMATS = ("date", "date-time", "email", "uri")
+TABLE = "table"
 _TOP_KEYS = {"$schema", "title", "description", "type", "properties", "required", "additionalProperties"}
-_SCALAR_KEYS = {"type", "description", "enum", "format", "minimum", "maximum", "maxLength"}
-_ARRAY_KEYS = {"type", "description", "items"}
+_NOTES = {"description", "title", "examples", "default", "$comment"}
+_SCALAR_KEYS = {"type", "enum", "const", "format", *_NOTES}
+_NUMBER_KEYS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+_STRING_KEYS = {"minLength", "maxLength", "pattern"}
+_ARRAY_KEYS = {"type", "items", "minItems", "maxItems", *_NOTES}
+_ROW_KEYS = {"type", "properties", "required", "additionalProperties", "title", "description"}
 _COMBINATORS = {"oneOf", "anyOf", "allOf", "not", "if", "patternProperties"}
 _A_TYPE = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false"}
-_YES = {"yes", "y", "true", "1", "x", "✓", "required"}
-_NO = {"", "no", "n", "false", "0"}
 
 
 class SchemaProblem(ValueError):
@@ -62,6 +62,19 @@ class Template:
     schema: dict[str, Any]
 
 
+def format_checker() -> FormatChecker:
+    """jsonschema's format checks, with date-time and uri checked without extra packages."""
+    checker = FormatChecker()
+    checker.checks("date-time", raises=ValueError)(_is_date_time)
+    checker.checks("uri", raises=ValueError)(_is_uri)
+    return checker
+
+
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The validator every extracted record and every correction goes through (formats checked)."""
+    return Draft202012Validator(schema, format_checker=format_checker())
+
+
 def check_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
     """The schema as a dict with `additionalProperties: false`, or SchemaProblem saying what is wrong."""
     if isinstance(schema, str):
@@ -76,16 +89,55 @@ def check_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
     try:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except jsonschema.SchemaError as e:
-        raise SchemaProblem(_schema_error_message(e), _pointer(*e.path)) from None
-    _check_top(schema)
+        raise SchemaProblem(_schema_error_message(e), pointer(*e.path)) from None
+    _check_object(schema, "", top=True)
     checked = copy.deepcopy(schema)
     checked["additionalProperties"] = False
+    for spec in checked["properties"].values():
+        if is_table(spec):
+            spec["items"]["additionalProperties"] = False
     return checked
 
 
+def is_table(spec: dict[str, Any]) -> bool:
+    """Whether a field is a table (an array of objects)."""
+    return spec.get("type") == "array" and isinstance(spec.get("items"), dict) and "properties" in spec["items"]
+
+
+def scalar_type(spec: dict[str, Any]) -> str | None:
+    """A scalar's type without its null: "number" for ["number", "null"]."""
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    return kind if isinstance(kind, str) else None
+
+
 def field_types(schema: dict[str, Any]) -> dict[str, str]:
-    """Each field's type in the field table's words: "text", "date", "list of number"…"""
-    return {name: _type_word(spec) for name, spec in schema.get("properties", {}).items()}
+    """Each field's type in the field table's words: "text", "date", "list of number", "table"…"""
+    return {name: type_word(spec) for name, spec in schema.get("properties", {}).items()}
+
+
+def columns(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A table field's columns (name → scalar spec), in order."""
+    return dict(spec["items"]["properties"]) if is_table(spec) else {}
+
+
+def key_columns(spec: dict[str, Any]) -> list[str]:
+    """The columns that name a row: the table's required columns, or else its first column."""
+    names = list(columns(spec))
+    required = [n for n in spec["items"].get("required", []) if n in names] if names else []
+    return required or names[:1]
+
+
+def type_word(spec: dict[str, Any]) -> str:
+    if is_table(spec):
+        return TABLE
+    if spec.get("type") == "array":
+        return f"list of {type_word(spec.get('items', {}))}"
+    if spec.get("format") in ("date", "date-time"):
+        return str(spec["format"])
+    words = {"string": "text", "number": "number", "integer": "integer", "boolean": "yes/no"}
+    return words.get(scalar_type(spec) or "", "?")
 
 
 def load_templates(folder: Path) -> dict[str, Template]:
@@ -101,75 +153,60 @@ def load_templates(folder: Path) -> dict[str, Template]:
     return found
 
 
-def schema_from_fields(
-    rows: Sequence[Sequence[Any] | Mapping[str, Any]], *, title: str = "Custom fields"
-) -> dict[str, Any]:
-    """A schema from a field table (name, type, description, required, allowed values); blank rows skipped."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    first_row: dict[str, int] = {}
-    for number, row in enumerate(rows, start=1):
-        cells = _cells(row)
-        if not any(cells.values()):
-            continue
-        name, spec, needed = _field_from_cells(cells, number)
-        if name in first_row:
-            raise SchemaProblem(f"name '{name}' is used twice (also row {first_row[name]})", f"row {number}")
-        first_row[name] = number
-        properties[name] = spec
-        if needed:
-            required.append(name)
-    if not properties:
-        raise SchemaProblem("the table has no fields: add a row with a name and a type")
-    schema: dict[str, Any] = {"$schema": DRAFT, "title": title, "type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return check_schema(schema)
-
-
-def field_rows(schema: dict[str, Any]) -> list[list[str]]:
-    """The field table of a schema (the reverse of `schema_from_fields`), to start from a template."""
-    needed = set(schema.get("required", []))
-    rows = []
-    for name, spec in schema.get("properties", {}).items():
-        enum = spec.get("enum") or spec.get("items", {}).get("enum") or []
-        allowed = ", ".join(str(v) for v in enum)
-        rows.append([name, _type_word(spec), spec.get("description", ""), "yes" if name in needed else "", allowed])
-    return rows
-
-
-def _check_top(schema: dict[str, Any]) -> None:
+def _check_object(schema: dict[str, Any], where: str, *, top: bool) -> None:
+    what = "fields" if top else "columns"
     if schema.get("type") != "object":
-        raise SchemaProblem("the top level must have type 'object'", "/type")
+        raise SchemaProblem("the top level must have type 'object'" if top else "a table's rows are objects",
+                            f"{where}/type")
     properties = schema.get("properties")
     if not properties:
-        raise SchemaProblem("there are no fields: add at least one property", "/properties")
-    if len(properties) > MAX_FIELDS:
-        raise SchemaProblem(f"{len(properties)} fields; at most {MAX_FIELDS} are supported", "/properties")
+        raise SchemaProblem(f"there are no {what}: add at least one property", f"{where}/properties")
+    limit = MAX_FIELDS if top else MAX_COLUMNS
+    if len(properties) > limit:
+        raise SchemaProblem(f"{len(properties)} {what}; at most {limit} are supported", f"{where}/properties")
     if schema.get("additionalProperties", False) is not False:
-        raise SchemaProblem("only false is supported: a record holds the listed fields only", "/additionalProperties")
+        raise SchemaProblem(f"only false is supported: a {'record' if top else 'row'} holds the listed {what} only",
+                            f"{where}/additionalProperties")
     for name, spec in properties.items():
-        where = _pointer("properties", name)
+        at = where + pointer("properties", name)
         if not NAME.fullmatch(name):
-            raise SchemaProblem(f"'{name}' is not a usable field name: {_NAME_RULE}", where)
-        _check_field(spec, where)
+            raise SchemaProblem(f"'{name}' is not a usable name: {NAME_RULE}", at)
+        _check_field(spec, at) if top else _check_column(spec, at)
     for index, name in enumerate(schema.get("required", [])):
         if name not in properties:
-            raise SchemaProblem(f"'{name}' is not one of the properties", f"/required/{index}")
-    _only(schema, _TOP_KEYS, "")
+            raise SchemaProblem(f"'{name}' is not one of the properties", f"{where}/required/{index}")
+    _only(schema, _TOP_KEYS if top else _ROW_KEYS, where)
 
 
 def _check_field(spec: Any, where: str) -> None:
     if not isinstance(spec, dict):
         raise SchemaProblem("a field is a JSON object with a 'type'", where)
-    kind = spec.get("type")
-    if kind == "array":
-        _only(spec, _ARRAY_KEYS, where)
-        if not isinstance(spec.get("items"), dict):
-            raise SchemaProblem("a list needs 'items' with one scalar type, e.g. a string", where)
-        _check_scalar(spec["items"], f"{where}/items")
-    else:
+    if spec.get("type") != "array":
         _check_scalar(spec, where)
+        return
+    _only(spec, _ARRAY_KEYS, where)
+    items = spec.get("items")
+    if not isinstance(items, dict):
+        raise SchemaProblem("a list needs 'items': one scalar type, or an object of columns for a table", where)
+    if items.get("type") == "object" or "properties" in items:
+        if "properties" not in items:
+            raise SchemaProblem("a table's rows need 'properties': its columns", f"{where}/items")
+        _check_object(items, f"{where}/items", top=False)
+    else:
+        _check_scalar(items, f"{where}/items")
+    for key in ("minItems", "maxItems"):
+        if key in spec and spec[key] > 200:
+            raise SchemaProblem(f"at most 200 rows or items are supported, not {spec[key]}", f"{where}/{key}")
+
+
+def _check_column(spec: Any, where: str) -> None:
+    if isinstance(spec, dict) and (spec.get("type") in ("object", "array") or "properties" in spec or "items" in spec):
+        key = "type" if "type" in spec else ("properties" if "properties" in spec else "items")
+        raise SchemaProblem("a table's columns hold single values: nesting two levels deep is not supported",
+                            f"{where}/{key}")
+    if not isinstance(spec, dict):
+        raise SchemaProblem("a column is a JSON object with a 'type'", where)
+    _check_scalar(spec, where)
 
 
 def _check_scalar(spec: dict[str, Any], where: str) -> None:
@@ -180,31 +217,41 @@ def _check_scalar(spec: dict[str, Any], where: str) -> None:
     kind = spec.get("type")
     if kind == "object" or "properties" in spec:
         where += "/type" if kind == "object" else "/properties"
-        raise SchemaProblem("nested objects are not supported: use flat fields", where)
+        raise SchemaProblem("nested objects are not supported: use flat fields, or a table (an array of objects)",
+                            where)
     if kind == "array":
         raise SchemaProblem("lists of lists are not supported", f"{where}/type")
-    if kind not in SCALARS:
+    nullable = isinstance(kind, list) and len(kind) == 2 and "null" in kind
+    base = scalar_type(spec) if nullable else kind
+    if base not in SCALARS:
         said = "no type" if kind is None else f"type {json.dumps(kind)}"
-        said += "; a field is one of string, number, integer, boolean or an array of them"
-        if isinstance(kind, list):
-            said += " (a field that is not found is left out: no null type is needed)"
-        raise SchemaProblem(said, f"{where}/type")
-    _only(spec, _SCALAR_KEYS, where)
-    if "format" in spec and spec["format"] != "date":
-        raise SchemaProblem(f"format '{spec['format']}' is not supported; only 'date' (YYYY-MM-DD)", f"{where}/format")
+        raise SchemaProblem(said + "; a field is one of string, number, integer, boolean (or one of them and "
+                            "\"null\"), an array of them, or an array of objects (a table)", f"{where}/type")
+    _only(spec, _SCALAR_KEYS | (_NUMBER_KEYS if base in ("number", "integer") else set())
+          | (_STRING_KEYS if base == "string" else set()), where)
+    _check_values(spec, str(base), nullable, where)
+
+
+def _check_values(spec: dict[str, Any], kind: str, nullable: bool, where: str) -> None:
+    if "format" in spec and spec["format"] not in FORMATS:
+        raise SchemaProblem(f"format '{spec['format']}' is not supported; only {', '.join(FORMATS)}",
+                            f"{where}/format")
     if "format" in spec and kind != "string":
-        raise SchemaProblem("format 'date' needs type 'string'", f"{where}/format")
-    for key in ("minimum", "maximum"):
-        if key in spec and kind not in ("number", "integer"):
-            raise SchemaProblem(f"'{key}' applies to numbers, not {kind}", f"{where}/{key}")
-    if "maxLength" in spec and kind != "string":
-        raise SchemaProblem(f"'maxLength' applies to text, not {kind}", f"{where}/maxLength")
+        raise SchemaProblem(f"format '{spec['format']}' needs type 'string'", f"{where}/format")
+    if "pattern" in spec:
+        try:
+            re.compile(spec["pattern"])
+        except re.error as err:
+            raise SchemaProblem(f"not a regular expression: {err}", f"{where}/pattern") from None
     if spec.get("enum") == []:
         raise SchemaProblem("an empty enum allows no value: list the allowed values or drop it", f"{where}/enum")
-    for index, value in enumerate(spec.get("enum", [])):
-        if not Draft202012Validator({"type": kind}).is_valid(value):
+    typed = Draft202012Validator({"type": [kind, "null"] if nullable else kind})
+    values = [(f"enum/{i}", v) for i, v in enumerate(spec.get("enum", []))]
+    values += [(key, spec[key]) for key in ("const", "default") if key in spec]
+    for at, value in values:
+        if not typed.is_valid(value):
             shown = json.dumps(value, ensure_ascii=False)
-            raise SchemaProblem(f"{shown} is not {_A_TYPE[kind]}", f"{where}/enum/{index}")
+            raise SchemaProblem(f"{shown} is not {_A_TYPE[kind]}", f"{where}/{at}")
 
 
 def _only(spec: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -212,74 +259,25 @@ def _only(spec: dict[str, Any], allowed: set[str], where: str) -> None:
         if key == "$ref":
             raise SchemaProblem("'$ref' is not supported: write each field out in full", f"{where}/$ref")
         if key not in allowed:
-            supported = ", ".join(sorted(allowed))
-            raise SchemaProblem(f"'{key}' is not supported here (supported: {supported})", where + _pointer(key))
+            supported = ", ".join(sorted(allowed - {"$comment"}))
+            raise SchemaProblem(f"'{key}' is not supported here (supported: {supported})", where + pointer(key))
 
 
-def _field_from_cells(cells: dict[str, str], number: int) -> tuple[str, dict[str, Any], bool]:
-    where = f"row {number}"
-    name = cells["name"]
-    if not name:
-        raise SchemaProblem("name is empty", where)
-    if not NAME.fullmatch(name):
-        raise SchemaProblem(f"name '{name}' is not usable: {_NAME_RULE}", where)
-    word = " ".join(cells["type"].lower().split()) or "text"
-    if word not in TABLE_TYPES:
-        raise SchemaProblem(f"type '{cells['type']}' is not one of {', '.join(TABLE_TYPES)}", where)
-    spec = copy.deepcopy(TABLE_TYPES[word])
-    if cells["description"]:
-        spec["description"] = cells["description"]
-    if cells["required"].lower() not in _YES | _NO:
-        raise SchemaProblem(f"required '{cells['required']}' should be yes or no", where)
-    if cells["allowed values"]:
-        enum = _allowed(cells["allowed values"], word, where)
-        (spec["items"] if word == "list of text" else spec)["enum"] = enum
-    return name, spec, cells["required"].lower() in _YES
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not re.fullmatch(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", value):
+        return False
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # ValueError for 2024-02-30
+    return True
 
 
-def _allowed(text: str, word: str, where: str) -> list[Any]:
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    if word in ("yes/no", "date"):
-        raise SchemaProblem(f"allowed values do not apply to type '{word}'", where)
-    if word in ("number", "integer"):
-        parsed: list[Any] = []
-        for v in values:
-            try:
-                number = int(v) if word == "integer" else float(v)
-            except ValueError:
-                article = "an" if word == "integer" else "a"
-                raise SchemaProblem(f"allowed value '{v}' is not {article} {word}", where) from None
-            parsed.append(number)
-        return parsed
-    return values
-
-
-def _cells(row: Sequence[Any] | Mapping[str, Any]) -> dict[str, str]:
-    if isinstance(row, Mapping):
-        keyed = {" ".join(str(k).replace("_", " ").lower().split()): v for k, v in row.items()}
-        values = [keyed.get(column) for column in TABLE_COLUMNS]
-    else:
-        given = list(row)[: len(TABLE_COLUMNS)]
-        values = given + [None] * (len(TABLE_COLUMNS) - len(given))
-    return {column: _cell_text(v) for column, v in zip(TABLE_COLUMNS, values, strict=True)}
-
-
-def _cell_text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):  # a dataframe's empty cell
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value).strip()
-
-
-def _type_word(spec: dict[str, Any]) -> str:
-    kind = spec.get("type")
-    if kind == "array":
-        return f"list of {_type_word(spec.get('items', {}))}"
-    if spec.get("format") == "date":
-        return "date"
-    words = {"string": "text", "number": "number", "integer": "integer", "boolean": "yes/no"}
-    return words.get(kind, "?") if isinstance(kind, str) else "?"
+def _is_uri(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    parts = urlsplit(value)
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme)) and bool(parts.netloc or parts.path) \
+        and not re.search(r"\s", value)
 
 
 def _schema_error_message(e: jsonschema.SchemaError) -> str:
@@ -292,5 +290,5 @@ def _json_type(value: Any) -> str:
     return {list: "an array", str: "a string", bool: "true/false", type(None): "null"}.get(type(value), "a number")
 
 
-def _pointer(*parts: Any) -> str:
+def pointer(*parts: Any) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

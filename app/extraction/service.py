@@ -13,8 +13,8 @@ from typing import Any
 
 from app.extraction.cells import cell_text, cell_value
 from app.extraction.extractor import Extraction, ExtractionFailed, Extractor
-from app.extraction.schemas import SchemaProblem, Template, check_schema, load_templates
-from app.extraction.store import ExtractionStore
+from app.extraction.schemas import SchemaProblem, Template, check_schema, columns, is_table, load_templates
+from app.extraction.store import ExtractionStore, Result
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
 
@@ -95,13 +95,44 @@ class ExtractionService:
         changed = 0
         for result, row in zip(self.store.results(run_id), rows, strict=False):
             for name, spec in run.schema["properties"].items():
-                if name not in row or row[name] == cell_text(result.final.get(name)):
+                if is_table(spec) or name not in row or row[name] == cell_text(result.final.get(name)):
                     continue
                 try:
                     self.store.correct(result.id, name, cell_value(row[name], spec))
                 except ValueError as err:
                     raise ValueError(f"{result.document_name}, {name}: {err}") from err
                 changed += 1
+        return changed
+
+    def table_rows(self, run_id: int, field: str) -> list[tuple[Result, int, dict[str, Any]]]:
+        """Every row of one table over a run's results: (result, row index, row with corrections applied)."""
+        return [(r, i, row) for r in self.store.results(run_id) for i, row in enumerate(r.final.get(field) or [])]
+
+    def correct_table_cells(self, run_id: int, field: str, rows: Sequence[dict[str, str]]) -> int:
+        """A reviewed table grid (the cells' text, in the order of `table_rows`): every changed cell is a
+        correction of that document's table. Returns how many cells; ValueError names the cell."""
+        run = self.store.run(run_id)
+        if run is None:
+            raise LookupError(f"no extraction run {run_id}")
+        spec = run.schema["properties"].get(field, {})
+        if not is_table(spec):
+            raise ValueError(f"'{field}' is not a table of this run")
+        edited: dict[int, tuple[Result, list[dict[str, Any]]]] = {}
+        changed = 0
+        for (result, index, row), shown in zip(self.table_rows(run_id, field), rows, strict=False):
+            for column, cell in columns(spec).items():
+                if column not in shown or shown[column] == cell_text(row.get(column)):
+                    continue
+                table = edited.setdefault(result.id, (result, [dict(r) for r in result.final[field]]))[1]
+                value = cell_value(shown[column], cell)
+                table[index] = {**table[index], column: value} if value is not None else {
+                    k: v for k, v in table[index].items() if k != column}
+                changed += 1
+        for result, table in edited.values():
+            try:
+                self.store.correct(result.id, field, table)
+            except ValueError as err:
+                raise ValueError(f"{result.document_name}, {err}") from err
         return changed
 
     def start_run(self, documents: Sequence[DocumentInfo], *, template: str, schema: dict[str, Any]) -> int:

@@ -8,22 +8,17 @@ extraction_results  one row per document: the merged record, each field's proven
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import sqlite_utils
-from jsonschema import FormatChecker
-from jsonschema.validators import Draft202012Validator
 
 from app.database import Locked, Migration, migrate, now
-from app.extraction.cells import cell_text
+from app.extraction import exports
 from app.extraction.merge import FieldValue, provenance, record_of
-
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+from app.extraction.schemas import validator
 
 
 def _m001_extraction(db: sqlite_utils.Database) -> None:
@@ -180,9 +175,10 @@ class ExtractionStore:
             if spec is None:
                 raise ValueError(f"'{field}' is not a field of {run.title or run.template}")
             if value is not None:
-                problem = next(Draft202012Validator(spec, format_checker=FormatChecker()).iter_errors(value), None)
+                problem = next(validator(spec).iter_errors(value), None)
                 if problem is not None:
-                    raise ValueError(f"{field}: {problem.message}")
+                    where = "/".join(str(p) for p in (field, *problem.absolute_path))
+                    raise ValueError(f"{where}: {problem.message}")
             self._set_corrected(result, {**result.corrected, field: value})
 
     def revert(self, result_id: int, field: str) -> None:
@@ -215,39 +211,16 @@ class ExtractionStore:
         return [_result(row) for row in rows]
 
     def export_csv(self, run_id: int) -> str:
-        """One row per document: its name, one column per field in schema order, unverified fields, error.
+        """One row per document, one column per field (see `exports.flat_csv`)."""
+        return exports.flat_csv(*self._run_and_results(run_id))
 
-        Starts with a byte order mark so Excel reads UTF-8; cells that would be formulas are defused.
-        """
-        run, results = self._run_and_results(run_id)
-        names = list(run.schema["properties"])
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(["document", *names, "unverified", "error"])
-        for result in results:
-            final = result.final
-            values = [_cell(final.get(name)) for name in names]
-            writer.writerow([_cell(result.document_name), *values, _cell(result.unverified), _cell(result.error)])
-        return "\ufeff" + out.getvalue()
+    def export_table_csv(self, run_id: int, field: str) -> str:
+        """One CSV row per row of the table `field` of every document (see `exports.table_csv`)."""
+        return exports.table_csv(*self._run_and_results(run_id), field)
 
     def export_json(self, run_id: int) -> str:
         """A list of {document, status, error, record (corrections applied), fields, corrected}."""
-        run, results = self._run_and_results(run_id)
-        names = list(run.schema["properties"])
-        documents = []
-        for result in results:
-            final = result.final
-            documents.append(
-                {
-                    "document": result.document_name,
-                    "status": result.status,
-                    "error": result.error,
-                    "record": {name: final[name] for name in names if name in final},
-                    "fields": result.fields,
-                    "corrected": result.corrected,
-                }
-            )
-        return json.dumps(documents, ensure_ascii=False, indent=2)
+        return exports.json_export(*self._run_and_results(run_id))
 
     def _run_and_results(self, run_id: int) -> tuple[Run, list[Result]]:
         run = self.run(run_id)
@@ -297,11 +270,3 @@ def _result(row: dict[str, Any]) -> Result:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _cell(value: Any) -> str | int | float:
-    """A CSV cell: numbers as numbers, lists joined with "; ", text that Excel would run defused."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    text = cell_text(value)
-    return "'" + text if text.startswith(_FORMULA_STARTS) else text

@@ -1,0 +1,79 @@
+"""Exports of a run: a CSV of the flat fields (one row per document), a CSV per table (one row per
+table row, with the document and row number), and JSON that keeps the nesting with pages and snippets.
+Every CSV starts with a byte order mark so Excel reads UTF-8; cells that would be formulas are defused."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from app.extraction.cells import cell_text
+from app.extraction.schemas import columns, is_table
+
+if TYPE_CHECKING:
+    from app.extraction.store import Result, Run
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def flat_csv(run: Run, results: list[Result]) -> str:
+    """One row per document: its name, one column per field in schema order (a table's column holds
+    its number of rows: the rows are in `table_csv`), unverified fields, error.
+    """
+    names = list(run.schema["properties"])
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["document", *names, "unverified", "error"])
+    for result in results:
+        final = result.final
+        tables = {n for n in names if is_table(run.schema["properties"][n])}
+        values = [(len(final[n]) if n in final else "") if n in tables else _cell(final.get(n)) for n in names]
+        writer.writerow([_cell(result.document_name), *values, _cell(result.unverified), _cell(result.error)])
+    return "\ufeff" + out.getvalue()
+
+
+def table_csv(run: Run, results: list[Result], field: str) -> str:
+    """One table of every document, one CSV row per table row: document, row number (from 1), the
+    columns, and the page the row was found on, whether it was verified there, and any conflict."""
+    cols = list(columns(run.schema["properties"].get(field, {})))
+    if not cols:
+        raise LookupError(f"'{field}' is not a table of {run.title or run.template}")
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["document", "row", *cols, "page", "verified", "conflict"])
+    for result in results:
+        places = result.fields.get(field, {}).get("rows", [])
+        for index, row in enumerate(result.final.get(field) or []):
+            place = places[index] if index < len(places) and field not in result.corrected else {}
+            verified = {True: "yes", False: "no", None: ""}[place.get("verified")]
+            writer.writerow([_cell(result.document_name), index + 1, *(_cell(row.get(c)) for c in cols),
+                             place.get("page") or "", verified, "yes" if place.get("conflict") else ""])
+    return "\ufeff" + out.getvalue()
+
+def json_export(run: Run, results: list[Result]) -> str:
+    """A list of {document, status, error, record (corrections applied), fields, corrected}."""
+    names = list(run.schema["properties"])
+    documents = []
+    for result in results:
+        final = result.final
+        documents.append(
+            {
+                "document": result.document_name,
+                "status": result.status,
+                "error": result.error,
+                "record": {name: final[name] for name in names if name in final},
+                "fields": result.fields,
+                "corrected": result.corrected,
+            }
+        )
+    return json.dumps(documents, ensure_ascii=False, indent=2)
+
+
+def _cell(value: Any) -> str | int | float:
+    """A CSV cell: numbers as numbers, lists joined with "; ", text that Excel would run defused."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    text = cell_text(value)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
