@@ -51,6 +51,8 @@ def engine_config(settings: Settings) -> EngineConfig:
         tensor_split=tuple(settings.tensor_split) if settings.tensor_split else None,
         split_mode=settings.split_mode,
         max_tokens_limit=settings.max_tokens_limit,
+        health_offset=settings.card_health_offset,
+        step_timeout_s=settings.card_step_timeout_s,
     )
 
 

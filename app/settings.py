@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     )
     card_poll_s: float = Field(1.0, gt=0, description="Seconds between health checks of the cards.")
     card_timeout_s: float = Field(1.0, gt=0, description="Seconds before a card's health check fails.")
+    card_step_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds one engine step (a prompt chunk or a token) may take before the card holding it "
+        "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
+    )
     temp_warning_c: float = Field(85.0, description="Card temperature (°C) at which its panel warns.")
     temp_critical_c: float = Field(
         95.0, description="Card temperature (°C) at which new answers wait until every card cools below the warning."

@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
@@ -91,11 +92,16 @@ class WorkerBackend:
         return info
 
     def generate(self, job_id: int, request: GenerationRequest) -> Iterator[Event]:
+        """The answer's events; a step that takes longer than the config's step timeout (a card that
+        stopped answering without dying: ggml-rpc then waits in a socket read forever) ends the worker."""
+        limit = self._config.step_timeout_s
         try:
             self._conn.send(("generate", job_id, request))
             while True:
+                if not self._conn.poll(limit):
+                    raise self._hung(limit)
                 _, got_id, event = self._conn.recv()
-                if got_id != job_id:
+                if got_id != job_id or event is None:  # None: a step finished (the worker is alive)
                     continue
                 yield event
                 if isinstance(event, Done | Failed):
@@ -103,10 +109,25 @@ class WorkerBackend:
         except (EOFError, OSError):
             raise self._lost("during the answer") from None
 
+    def _hung(self, limit: float) -> WorkerLost:
+        """No step finished within `limit`: end the worker, and name the card that holds the step
+        (a stopped card's health endpoint does not answer either)."""
+        self._process.kill()
+        self._process.join(timeout=5)
+        down = cards.first_card_down(self._config.cards, health_offset=self._config.health_offset)
+        if down:
+            index, endpoint, reason = down
+            return WorkerLost(
+                f"card {index} ({endpoint}) stopped responding during the answer (no step finished in "
+                f"{limit:g} s; {reason}); the engine restarts by itself once every card answers again",
+                card=endpoint,
+            )
+        return WorkerLost(f"the engine made no progress for {limit:g} s (every card answers); restarting it")
+
     def _lost(self, when: str) -> WorkerLost:
         self._process.join(timeout=2)
         code = self._process.exitcode
-        down = cards.first_card_down(self._config.cards)
+        down = cards.first_card_down(self._config.cards, health_offset=self._config.health_offset)
         if down:
             index, endpoint, reason = down
             return WorkerLost(
@@ -155,11 +176,32 @@ def _worker_main(conn: Connection, config: Any, cancel_id: Any) -> None:
         if message[0] == "close":
             break
         _, job_id, request = message
+        beat = _Heartbeat(conn, job_id)
         try:
-            for event in engine.generate(request, cancelled=lambda: cancel_id.value == job_id):  # noqa: B023
+            for event in engine.generate(request, cancelled=lambda: cancel_id.value == job_id, on_step=beat):  # noqa: B023
+                beat.sent()
                 conn.send(("event", job_id, event))
         except EngineError as err:
             conn.send(("event", job_id, err.failed()))
         except (BrokenPipeError, EOFError):
             break
     engine.close()
+
+
+class _Heartbeat:
+    """Tells the app a step finished when nothing else has been sent for a while (a long prompt, or
+    tokens the stop-string scanner holds back), so that only a step that really hangs looks hung."""
+
+    EVERY_S = 0.5
+
+    def __init__(self, conn: Connection, job_id: int) -> None:
+        self.conn, self.job_id = conn, job_id
+        self.last = time.monotonic()
+
+    def sent(self) -> None:
+        self.last = time.monotonic()
+
+    def __call__(self) -> None:
+        if time.monotonic() - self.last >= self.EVERY_S:
+            self.conn.send(("event", self.job_id, None))
+            self.last = time.monotonic()

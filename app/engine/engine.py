@@ -95,12 +95,13 @@ class Engine:
         self.info: ModelInfo | None = None
         self.check_picked_token = True  # constrained answers: check the picked token, not the vocabulary
         self.last_refused = 0  # tokens the grammar refused in the last constrained answer
+        self._on_step: Callable[[], None] = lambda: None
 
     def load(self) -> ModelInfo:
         cfg = self.config
         if not cfg.model_path.is_file():
             raise EngineError(f"model file {cfg.model_path} does not exist")
-        check_cards(cfg.cards)
+        check_cards(cfg.cards, health_offset=cfg.health_offset)
         ggml.register_rpc_cards(list(cfg.cards))
         devices = {d.name: d.description for d in ggml.devices() if d.description in cfg.cards}
         started = time.monotonic()
@@ -184,7 +185,14 @@ class Engine:
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
         return tokens, stops + list(request.stop)
 
-    def generate(self, request: GenerationRequest, *, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    def generate(
+        self,
+        request: GenerationRequest,
+        *,
+        cancelled: Callable[[], bool],
+        on_step: Callable[[], None] = lambda: None,
+    ) -> Iterator[Event]:
+        """The answer's events; `on_step` is called after every llama.cpp step (a prompt chunk, a token)."""
         llm = self._llm
         if llm is None:
             raise EngineError("no model is loaded")
@@ -211,6 +219,7 @@ class Engine:
             llm._sampler = llm._init_sampler(temp=request.temperature, top_p=request.top_p, grammar=grammar)
             sample = llm.sample
         try:
+            self._on_step = on_step
             yield from self._run(llm, sample, tokens[cached:], budget, stops, cancelled, started, len(tokens), cached)
         finally:
             llm._sampler = None
@@ -251,6 +260,7 @@ class Engine:
                 yield Done(_stats(prompt_tokens, cached, 0, started, None, time.monotonic(), "cancelled"))
                 return
             llm.eval(pending[i : i + chunk])
+            self._on_step()
         prompt_done = time.monotonic()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = StopScanner(stops)
@@ -272,6 +282,7 @@ class Engine:
                 reason = "stop"
                 break
             llm.eval([token])
+            self._on_step()
         tail = text.flush() if reason != "stop" else ""
         if tail:
             yield Token(tail)

@@ -78,7 +78,7 @@ class BackendSupervisor:
     def _load_when_cards_answer(self) -> None:
         """Wait for every card, then load; repeat until it works or the service stops."""
         while self._state != "stopped":
-            down = card_probe.first_card_down(self.config.cards)
+            down = card_probe.first_card_down(self.config.cards, health_offset=self.config.health_offset)
             if down:
                 index, endpoint, reason = down
                 if self._state != "recovering" or self._down_card != endpoint:
@@ -193,11 +193,11 @@ class BackendSupervisor:
     def _usable_backend(self) -> Backend | EngineError:
         """The backend to run on; while it is being rebuilt, wait only if every card answers."""
         if self._state == "recovering":
-            down = card_probe.first_card_down(self.config.cards)
+            down = card_probe.first_card_down(self.config.cards, health_offset=self.config.health_offset)
             if down:
                 index, endpoint, reason = down
                 return EngineError(
-                    f"card {index} ({endpoint}) is down ({reason}); answers resume when it is back", card=endpoint
+                    f"{card_probe.describe(index, endpoint, reason)}; answers resume when it is back", card=endpoint
                 )
             self.wait_ready(RETRY_READY_S)
         backend = self._backend

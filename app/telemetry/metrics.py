@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 _CARD_GAUGES = [
-    ("card_up", "Whether the card answers its health check (1) or not (0).",
-     lambda c: 0 if c["state"] == "down" else 1),
+    ("card_up", "Whether the card answers its health check (1) or not (0: down or not responding).",
+     lambda c: 0 if c["state"] in ("down", "not-responding") else 1),
     ("card_load_percent", "Card load: NPU load where the board reports it, else the agent's CPU use.",
      lambda c: c["load_pct"]),
     ("card_temperature_celsius", "Card temperature; absent when the card has no sensor.",

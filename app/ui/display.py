@@ -83,7 +83,7 @@ def header_html(status: dict[str, Any]) -> str:
         span = f"{layers[0]}–{layers[-1]}" if layers else "no layers"
         cards.append(
             f"<span class='q-card q-{card['state']}' title='{html.escape(card['endpoint'])}: {span}'>"
-            f"card {card['index']} {card['state']}</span>"
+            f"card {card['index']} {card['state'].replace('-', ' ')}</span>"
         )
     message = html.escape(status.get("message", "")) if state != "ready" else ""
     return (

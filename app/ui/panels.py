@@ -29,7 +29,8 @@ def card_panel(card: dict[str, Any], *, compact: bool = False) -> str:
     load_text = "–" if load is None else f"{load:.0f} %"
     if card.get("load_source") == "process_cpu":
         load_text += " cpu"
-    reason = f"<div class='q-reason'>{html.escape(card['reason'] or '')}</div>" if state == "down" else ""
+    failing = state in ("down", "not-responding")
+    reason = f"<div class='q-reason'>{html.escape(card['reason'] or '')}</div>" if failing else ""
     rows = [
         ("load", load_text),
         ("temp", f"<span class='q-thermal-{thermal}'>{temp_text}</span>"),
@@ -43,7 +44,7 @@ def card_panel(card: dict[str, Any], *, compact: bool = False) -> str:
     cells = "".join(f"<div class='q-k'>{k}</div><div class='q-v'>{v}</div>" for k, v in rows)
     return (
         f"<div class='q-panel q-{state}' data-card='{card['index']}' data-state='{state}'>"
-        f"<div class='q-title'>card {card['index']} <span class='q-badge'>{state}</span></div>"
+        f"<div class='q-title'>card {card['index']} <span class='q-badge'>{state.replace('-', ' ')}</span></div>"
         f"<div class='q-endpoint'>{html.escape(card['endpoint'])}</div>{reason}"
         f"<div class='q-grid'>{cells}</div></div>"
     )
