@@ -48,6 +48,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         n_ubatch=settings.n_ubatch,
         n_threads=settings.n_threads,
         prompt_chunk=settings.prompt_chunk,
+        parallel=settings.parallel,
         tensor_split=tuple(settings.tensor_split) if settings.tensor_split else None,
         split_mode=settings.split_mode,
         max_tokens_limit=settings.max_tokens_limit,

@@ -72,6 +72,13 @@ class Settings(BaseSettings):
     engine_isolation: bool = Field(
         True, description="Run llama.cpp in a supervised worker process (a card fault costs one answer)."
     )
+    parallel: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Answers generated at once, batched in one step across the cards; each holds its own "
+        "n_ctx of KV cache on the cards. More wait in the queue.",
+    )
     max_queue: int = Field(32, ge=1, description="Answers that may wait in the queue before new ones are refused.")
     api_keys: list[str] = Field(
         default_factory=list, description="Bearer keys for the OpenAI-compatible API under /v1; empty = open."

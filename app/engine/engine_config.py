@@ -16,6 +16,7 @@ class EngineConfig:
     n_ubatch: int = 512
     n_threads: int = 2
     prompt_chunk: int = 128
+    parallel: int = 4  # answers generated at once (slots: llama.cpp sequences in one batch)
     tensor_split: tuple[float, ...] | None = None
     split_mode: str = "layer"
     max_tokens_limit: int = 4096

@@ -44,6 +44,9 @@ def _lines(status: dict[str, Any], counters: dict[str, int]) -> Iterator[str]:
     gauges = [
         ("engine_ready", "Whether the engine can answer (1) or not (0).", 1 if status["state"] == "ready" else 0),
         ("engine_queue_length", "Answers waiting for the engine.", status["queue"]["waiting"]),
+        ("engine_running_answers", "Answers in the engine's slots, generating together.", status["queue"]["running"]),
+        ("engine_aggregate_tokens_per_second", "Tokens per second across every running answer.",
+         status.get("live_tps", 0.0)),
         ("engine_decode_tokens_per_second", "Decode speed of the last answer.", last.get("decode_tps", 0.0)),
         ("engine_time_to_first_token_seconds", "Time to first token of the last answer.", last.get("ttft_s", 0.0)),
         ("engine_thermal_hold", "Whether new answers wait for a hot card (1) or not (0).",

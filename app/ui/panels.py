@@ -66,6 +66,6 @@ def overall(status: dict[str, Any]) -> str:
         f"<div class='q-overall'><span><b>{html.escape(model)}</b> · {html.escape(status['state'])}</span>"
         f"<span>decode {decode:.1f} tok/s{' (live)' if live else ''}</span>"
         f"<span>first token {last.get('ttft_s', 0.0):.2f} s</span>"
-        f"<span>queue {status['queue']['waiting']}{' + 1 running' if status['queue']['running'] else ''}</span>"
+        f"<span>{status['queue']['running']} running · {status['queue']['waiting']} waiting</span>"
         f"</div>{warn}"
     )
