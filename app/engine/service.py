@@ -124,6 +124,9 @@ class EngineService(BackendSupervisor):
             backend.submit(ticket.id, ticket.request, lambda event: self._on_event(ticket, event))
         except WorkerLost as err:
             self._backend_lost(backend, err, [ticket.id])
+            return
+        if ticket.cancelled:  # cancelled between leaving the queue and reaching its slot
+            backend.cancel(ticket.id)
 
     def _on_event(self, ticket: Ticket, event: Event) -> None:
         """An event of a running answer, from the backend's thread."""
