@@ -37,7 +37,8 @@ def start_app(cards: list[str], work: Path, port: int, parallel: int) -> tuple[s
            "QUARTET_CARDS": json.dumps(cards), "QUARTET_TEMPERATURE": "0", "QUARTET_PARALLEL": str(parallel),
            "QUARTET_KB_DIR": str(work / "kb")}
     log = open(work / "app.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -54,7 +55,7 @@ def start_app(cards: list[str], work: Path, port: int, parallel: int) -> tuple[s
 def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started: float) -> None:
     api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
     stream = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": f"Write a long, detailed story about {topic}."}],
+        model="m", messages=[{"role": "user", "content": f"{topic}: write a long, detailed story about it."}],
         max_tokens=max_tokens, temperature=0, stream=True, stream_options={"include_usage": True},
     )
     for chunk in stream:
@@ -67,10 +68,12 @@ def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started
     out["ttft"] = out["first"] - started
 
 
-def one_round(url: str, n: int, max_tokens: int) -> tuple[float, list[float], int]:
+def one_round(url: str, n: int, max_tokens: int, tag: str) -> tuple[float, list[float], int]:
+    """`n` clients at once; `tag` leads every prompt so that no round finds another's prompt cached."""
     outs: list[dict[str, float]] = [{} for _ in range(n)]
     started = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(url, TOPICS[i % len(TOPICS)], max_tokens, outs[i], started))
+    threads = [threading.Thread(target=client, args=(url, f"{tag}, {TOPICS[i % len(TOPICS)]}", max_tokens, outs[i],
+                                                     started))
                for i in range(n)]
     for thread in threads:
         thread.start()
@@ -92,8 +95,8 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=8, help="the app's slots (8: every client batched)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per client count (medians are shown)")
     parser.add_argument("--clients", default="1,2,4,8")
-    parser.add_argument("--first-port", type=int, default=30372)
-    parser.add_argument("--app-port", type=int, default=30390)
+    parser.add_argument("--first-port", type=int, default=29100, help="first card RPC port (health +1000)")
+    parser.add_argument("--app-port", type=int, default=29190)
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     results: dict[int, list[tuple[float, list[float], int]]] = {n: [] for n in counts}
@@ -106,10 +109,10 @@ def main() -> int:
         app = None
         try:
             app, url = start_app(settings.cards, work, args.app_port, args.parallel)
-            one_round(url, 1, 16)  # warm-up
-            for _ in range(args.rounds):
+            client(url, "a warm-up", 16, {}, time.perf_counter())  # a topic no round asks about
+            for r in range(args.rounds):
                 for n in counts:
-                    results[n].append(one_round(url, n, args.max_tokens))
+                    results[n].append(one_round(url, n, args.max_tokens, f"Round {r + 1} of {n}"))
         finally:
             if app is not None:
                 app.terminate()
