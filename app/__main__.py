@@ -60,7 +60,8 @@ def engine_config(settings: Settings) -> EngineConfig:
 def build_context(settings: Settings) -> AppContext:
     database = Locked(open_database(settings.db_path))
     engine = EngineService(
-        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue
+        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue,
+        background_slots=settings.background_slots,
     )
     chat = ChatService(
         ChatStore(database), engine, max_tokens=settings.max_tokens, temperature=settings.temperature

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         description="Answers generated at once, batched in one step across the cards; each holds its own "
         "n_ctx of KV cache on the cards. More wait in the queue.",
     )
+    background_slots: int = Field(
+        1,
+        ge=1,
+        description="Slots that background work (extraction batches, summary parts) may take at once; "
+        "people's answers are served first.",
+    )
     max_queue: int = Field(32, ge=1, description="Answers that may wait in the queue before new ones are refused.")
     api_keys: list[str] = Field(
         default_factory=list, description="Bearer keys for the OpenAI-compatible API under /v1; empty = open."

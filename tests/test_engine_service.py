@@ -132,7 +132,8 @@ def test_beyond_the_slots_answers_wait_with_their_position(service: EngineServic
     for waited in results[3:]:  # three slots: the fourth and fifth waited, moving up to first in line
         assert waited.queued and waited.queued[-1] == 1, waited.queued
     assert 2 in results[4].queued
-    assert service.status()["queue"] == {"running": 0, "waiting": 0, "held": None, "parallel": 3}
+    queue = service.status()["queue"]
+    assert (queue["running"], queue["waiting"], queue["parallel"]) == (0, 0, 3)
 
 
 def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) -> None:
@@ -147,3 +148,16 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
     again = follow(service.submit(follow_up))
     assert isinstance(again.end, Done)
     assert again.end.stats.cached_tokens > 200, again.end.stats
+
+
+def test_background_work_takes_one_slot_and_people_go_first(service: EngineService) -> None:
+    batch = [ask(f"Summarise part {i} of a long report about bridges.", max_tokens=40, background=True)
+             for i in range(3)]
+    person = ask("Hello, who are you?", max_tokens=12)
+    results = side_by_side(service, [*batch, person])
+    assert all(isinstance(r.end, Done) for r in results)
+    first_part, second_part, third_part, chat = results
+    # background_slots = 1: the parts ran one after another, the person's answer beside the first
+    assert second_part.first_at and second_part.first_at > first_part.ended_at
+    assert third_part.first_at and third_part.first_at > second_part.ended_at
+    assert chat.first_at and chat.first_at < first_part.ended_at, "the person waited behind background work"

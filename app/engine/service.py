@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 
 class EngineService(BackendSupervisor):
-    def __init__(self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32) -> None:
+    def __init__(
+        self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32, background_slots: int = 1
+    ) -> None:
         super().__init__(config, isolated=isolated)
         self.max_queue = max_queue
         self._waiting: deque[Ticket] = deque()
@@ -39,6 +41,7 @@ class EngineService(BackendSupervisor):
         self._held_for: str | None = None
         self._cancel_s: float | None = None  # from the last cancel to its slot being free
         self.parallel = max(1, config.parallel)
+        self.background_slots = max(1, min(background_slots, self.parallel))
 
     def start(self) -> None:
         """Load the model in the background and start serving the queue."""
@@ -82,20 +85,34 @@ class EngineService(BackendSupervisor):
         """Admit waiting answers into the engine's slots, first come first served."""
         while True:
             with self._cond:
-                while not (self._waiting and len(self._running) < self.parallel) and self._state != "stopped":
+                while self._next() is None and self._state != "stopped":
                     self._cond.wait(timeout=1.0)
                     self._watch_backend()
                 if self._state == "stopped":
-                    for ticket in self._waiting:
-                        ticket.put(Failed("the engine is shutting down"))
+                    for waiting in self._waiting:
+                        waiting.put(Failed("the engine is shutting down"))
                     return
                 # At start-up or while a model loads, jobs wait their turn; a broken engine fails them.
                 self._cond.wait_for(lambda: self._state not in ("starting", "loading"))
                 if self._waiting_on_hold():
                     continue
-                ticket = self._waiting.popleft()
+                chosen = self._next()
+                if chosen is None:
+                    continue
+                self._waiting.remove(chosen)
                 self._announce_positions()
-            self._admit(ticket)
+            self._admit(chosen)
+
+    def _next(self) -> Ticket | None:
+        """Called with the lock held: the first waiting answer a slot may take now. Background work
+        (extraction, summary parts) takes at most `background_slots`, so people are served first."""
+        if len(self._running) >= self.parallel:
+            return None
+        background = sum(t.request.background for t in self._running.values())
+        for ticket in self._waiting:
+            if not ticket.request.background or background < self.background_slots:
+                return ticket
+        return None
 
     def _waiting_on_hold(self) -> bool:
         """Called with the lock held: while held, tell the waiting why and look again shortly."""
@@ -208,6 +225,8 @@ class EngineService(BackendSupervisor):
                     "waiting": len(self._waiting),
                     "held": self._held_for,
                     "parallel": self.parallel,
+                    "background": sum(t.request.background for t in self._running.values()),
+                    "background_waiting": sum(t.request.background for t in self._waiting),
                 },
                 "live_tps": round(self.rate.rate(), 1) if self._running else 0.0,
                 "last_stats": self._last_stats.as_dict() if self._last_stats else None,

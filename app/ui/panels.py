@@ -66,6 +66,13 @@ def overall(status: dict[str, Any]) -> str:
         f"<div class='q-overall'><span><b>{html.escape(model)}</b> · {html.escape(status['state'])}</span>"
         f"<span>decode {decode:.1f} tok/s{' (live)' if live else ''}</span>"
         f"<span>first token {last.get('ttft_s', 0.0):.2f} s</span>"
-        f"<span>{status['queue']['running']} running · {status['queue']['waiting']} waiting</span>"
+        f"<span>{_queue(status['queue'])}</span>"
         f"</div>{warn}"
     )
+
+
+def _queue(queue: dict[str, Any]) -> str:
+    """'3 running · 2 waiting (1 background)': the slots in use and the line, background work named."""
+    text = f"{queue['running']} running · {queue['waiting']} waiting"
+    background = queue.get("background_waiting", 0)
+    return text + (f" ({background} background)" if background else "")
