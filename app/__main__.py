@@ -48,16 +48,20 @@ def engine_config(settings: Settings) -> EngineConfig:
         n_ubatch=settings.n_ubatch,
         n_threads=settings.n_threads,
         prompt_chunk=settings.prompt_chunk,
+        parallel=settings.parallel,
         tensor_split=tuple(settings.tensor_split) if settings.tensor_split else None,
         split_mode=settings.split_mode,
         max_tokens_limit=settings.max_tokens_limit,
+        health_offset=settings.card_health_offset,
+        step_timeout_s=settings.card_step_timeout_s,
     )
 
 
 def build_context(settings: Settings) -> AppContext:
     database = Locked(open_database(settings.db_path))
     engine = EngineService(
-        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue
+        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue,
+        background_slots=settings.background_slots,
     )
     conversations = ChatStore(database)
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such

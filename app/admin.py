@@ -145,7 +145,8 @@ class AdminService:
         info = catalog.inspect_gguf(entry.path)
         cfg = self.engine.config
         need = catalog.estimate_per_card(
-            info, n_ctx=entry.n_ctx, kv_type=entry.kv_type, n_cards=len(cfg.cards), n_ubatch=cfg.n_ubatch
+            info, n_ctx=entry.n_ctx * cfg.parallel, kv_type=entry.kv_type, n_cards=len(cfg.cards),
+            n_ubatch=cfg.n_ubatch,  # every slot holds its own context's KV cache
         )
         return info, need
 

@@ -107,6 +107,19 @@ class Settings(BaseSettings):
     engine_isolation: bool = Field(
         True, description="Run llama.cpp in a supervised worker process (a card fault costs one answer)."
     )
+    parallel: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Answers generated at once, batched in one step across the cards; each holds its own "
+        "n_ctx of KV cache on the cards. More wait in the queue.",
+    )
+    background_slots: int = Field(
+        1,
+        ge=1,
+        description="Slots that background work (extraction batches, summary parts) may take at once; "
+        "people's answers are served first.",
+    )
     max_queue: int = Field(32, ge=1, description="Answers that may wait in the queue before new ones are refused.")
     api_keys: list[str] = Field(
         default_factory=list,
@@ -121,6 +134,12 @@ class Settings(BaseSettings):
     )
     card_poll_s: float = Field(1.0, gt=0, description="Seconds between health checks of the cards.")
     card_timeout_s: float = Field(1.0, gt=0, description="Seconds before a card's health check fails.")
+    card_step_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds one engine step (a prompt chunk or a token) may take before the card holding it "
+        "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
+    )
     temp_warning_c: float = Field(85.0, description="Card temperature (°C) at which its panel warns.")
     temp_critical_c: float = Field(
         95.0, description="Card temperature (°C) at which new answers wait until every card cools below the warning."

@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 API_KEY = "sk-quartet-test"
 ADMIN_PASSWORD = "admin-test-password"
+# A step of the demo model takes milliseconds; the tests' appliance calls a card hung after this many
+# seconds without one (the product's default is far wider, for a 27B model on real boards).
+STEP_TIMEOUT_S = 15.0
 CORPUS = ROOT.parent / "shared" / "corpus"
 # Card ports are fixed (health = RPC + 1000); QUARTET_TEST_PORT_OFFSET moves them all, so that two
 # checkouts can run their suites side by side on one machine.
@@ -74,6 +77,7 @@ class Appliance:
             "QUARTET_DATA_DIR": str(self.data_dir),
             "QUARTET_CARDS": json.dumps(s.cards),
             "QUARTET_CARD_POLL_S": "0.5",
+            "QUARTET_CARD_STEP_TIMEOUT_S": str(STEP_TIMEOUT_S),
             "QUARTET_MAX_TOKENS": "64",
             "QUARTET_EXTRACTION_TIMEOUT_S": "300",  # a table's answer on a shared, busy machine (tests lower it)
             "QUARTET_TEMPERATURE": "0",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import urllib.request
@@ -11,7 +12,8 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.harness import Appliance, get_json, wait_until
+from app.ui import display, panels
+from tests.harness import STEP_TIMEOUT_S, Appliance, get_json, wait_until
 
 
 def client(appliance: Appliance) -> Client:
@@ -81,17 +83,17 @@ def test_a_client_that_leaves_cancels_its_answer(appliance: Appliance) -> None:
     assert history["finish_reason"] == "cancelled"
 
 
-def test_two_chats_at_once_both_complete_in_turn(appliance: Appliance) -> None:
+def test_two_chats_at_once_stream_side_by_side(appliance: Appliance) -> None:
     results: dict[str, Any] = {}
-    positions: dict[str, list[int]] = {"a": [], "b": []}
+    first: dict[str, float] = {}
 
     def chat(name: str, delay: float) -> None:
         time.sleep(delay)
         job = client(appliance).submit(f"Chat {name}: tell me about GPUs.", "", "", 48, api_name="/chat")
-        for _text, _cid, progress in job:
-            if progress["waiting"]:
-                positions[name].append(progress["waiting"])
-        results[name] = job.result()
+        for text, _cid, _progress in job:
+            if text and name not in first:
+                first[name] = time.monotonic()
+        results[name] = (*job.result(), time.monotonic())
 
     threads = [threading.Thread(target=chat, args=("a", 0.0)), threading.Thread(target=chat, args=("b", 0.3))]
     for thread in threads:
@@ -99,9 +101,9 @@ def test_two_chats_at_once_both_complete_in_turn(appliance: Appliance) -> None:
     for thread in threads:
         thread.join(timeout=120)
     assert set(results) == {"a", "b"}
-    for answer, _cid, progress in results.values():
+    for answer, _cid, progress, _ended in results.values():
         assert answer.strip() and progress["done"]
-    assert positions["b"] and positions["b"][0] == 1, "the second chat never saw its place in the queue"
+    assert first["b"] < results["a"][3], "the second chat waited for the first to finish: no batching"
 
 
 def test_a_conversation_survives_an_app_restart(appliance: Appliance) -> None:
@@ -168,4 +170,41 @@ def test_a_card_restarted_between_answers_costs_no_answer(appliance: Appliance) 
     cards.start(3)
     cards.wait_healthy(3)
     _answer, _cid, progress = client(appliance).predict("Still fine?", "", "", 8, api_name="/chat")
+    assert progress["done"] and progress["stats"]["generated_tokens"] > 0
+
+
+def test_a_card_that_hangs_mid_answer_cannot_freeze_the_box(appliance: Appliance) -> None:
+    """SIGSTOP: the card neither dies nor answers, and ggml-rpc would wait in a socket read forever."""
+    cards = appliance.cards
+    victim = 1
+    endpoint = cards.settings.cards[victim]
+    c = client(appliance)
+    job = c.submit("Write a long essay about the history of lighthouses.", "", "", 1000, api_name="/chat")
+    wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
+    cards.procs[victim].send_signal(signal.SIGSTOP)
+    try:
+        hung_at = time.monotonic()
+        assert c.predict(api_name="/stop") is True  # Stop returns at once, and ends the answer within the bound
+        with pytest.raises(AppError) as failure:
+            job.result(timeout=STEP_TIMEOUT_S + 30)
+        took = time.monotonic() - hung_at
+        assert f"card {victim} ({endpoint}) stopped responding" in str(failure.value)
+        assert took < STEP_TIMEOUT_S + 8, f"the hung answer ended {took:.1f} s after the card stopped"
+        with urllib.request.urlopen(appliance.url + "/", timeout=5) as page:  # the app serves meanwhile
+            assert page.status == 200
+        seen = wait_until(
+            lambda: (s := status(appliance))["cards"][victim]["state"] == "not-responding" and s, timeout=10
+        )
+        assert seen["state"] != "ready" and seen["down_card"] == endpoint
+        assert f"card {victim} not responding" in display.header_html(seen)
+        assert "not responding" in panels.card_strip(seen, compact=True)  # the kiosk's strip and the Cards tab
+        asked = time.monotonic()
+        with pytest.raises(AppError, match=rf"card {victim} \({endpoint}\).*not responding"):
+            c.predict("Are you there?", "", "", 8, api_name="/chat")
+        assert time.monotonic() - asked < 8, "a new answer waited on the hung card instead of saying so"
+    finally:
+        cards.procs[victim].send_signal(signal.SIGCONT)
+    wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
+    assert status(appliance)["cards"][victim]["state"] in ("up", "busy")
+    _answer, _cid, progress = client(appliance).predict("Hello again.", "", "", 8, api_name="/chat")
     assert progress["done"] and progress["stats"]["generated_tokens"] > 0

@@ -177,3 +177,15 @@ def test_a_card_that_is_down_gives_500_card_down_naming_it(api: openai.OpenAI, a
         wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
     reply = api.chat.completions.create(model="any", messages=[{"role": "user", "content": "Back?"}], max_tokens=8)
     assert reply.choices[0].message.content
+
+
+def test_a_follow_up_reports_the_prompt_tokens_its_slot_already_held(api: openai.OpenAI) -> None:
+    history = [{"role": "user", "content": "Remember the word lantern. " + "Some words to carry along. " * 40}]
+    first = api.chat.completions.create(model="m", messages=history, max_tokens=8, temperature=0)  # type: ignore[arg-type]
+    assert first.usage is not None and first.usage.prompt_tokens > 200
+    answer = first.choices[0].message.content or ""
+    follow = [*history, {"role": "assistant", "content": answer}, {"role": "user", "content": "Which word?"}]
+    again = api.chat.completions.create(model="m", messages=follow, max_tokens=8, temperature=0)  # type: ignore[arg-type]
+    assert again.usage is not None and again.usage.prompt_tokens_details is not None
+    cached = again.usage.prompt_tokens_details.cached_tokens or 0
+    assert first.usage.prompt_tokens - 10 <= cached < again.usage.prompt_tokens

@@ -220,7 +220,8 @@ def _finish(done: Done) -> str:
     return "length" if done.stats.finish_reason == "length" else "stop"
 
 
-def _usage(done: Done) -> dict[str, int]:
+def _usage(done: Done) -> dict[str, Any]:
     s = done.stats
     return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
-            "total_tokens": s.prompt_tokens + s.generated_tokens}
+            "total_tokens": s.prompt_tokens + s.generated_tokens,
+            "prompt_tokens_details": {"cached_tokens": s.cached_tokens}}  # KV a slot already held

@@ -1,8 +1,11 @@
 """Two homes for the Engine behind one interface: a supervised worker process, or the app process.
 
 ggml-rpc aborts its host process when a card dies mid-answer (docs/design.md, engine fact 5), so by default
-llama.cpp lives in a worker process: the app loses one answer, not itself. The in-process backend
-is for debugging; there, a dead card takes the whole app down.
+llama.cpp lives in a worker process: the app loses the answers in flight, not itself. The batching
+loop runs there (engine.serve); answers are submitted over the pipe and their events come back
+tagged with their job id, each to the sink it was submitted with. The in-process backend runs the
+same loop on a thread, for debugging; there, a dead card takes the whole app down, and a hung card
+cannot be ended.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -19,60 +24,120 @@ from app.engine import cards
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo
 
 _LOAD_TIMEOUT_S = 600.0
+_READ_S = 0.25  # how often the reader looks at the step clock while no message comes
+
+Sink = Callable[[Event], None]
 
 
 class WorkerLost(EngineError):
     """The worker process died (a card failed, or it was killed); the engine must be rebuilt."""
 
 
+# (the backend that was lost, why, the jobs that were running on it)
+OnLost = Callable[[Any, WorkerLost, list[int]], None]
+
+
 class Backend(Protocol):
     def start(self) -> ModelInfo: ...
-    def generate(self, job_id: int, request: GenerationRequest) -> Iterator[Event]: ...
+    def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None: ...
     def cancel(self, job_id: int) -> None: ...
     def alive(self) -> bool: ...
     def stop(self) -> None: ...
 
 
+class _Sinks:
+    """Where each running job's events go; the job leaves when its Done or Failed has gone."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._sinks: dict[int, Sink] = {}
+
+    def add(self, job_id: int, sink: Sink) -> None:
+        with self.lock:
+            self._sinks[job_id] = sink
+
+    def __contains__(self, job_id: int) -> bool:
+        with self.lock:
+            return job_id in self._sinks
+
+    def __bool__(self) -> bool:
+        with self.lock:
+            return bool(self._sinks)
+
+    def deliver(self, job_id: int, event: Event) -> None:
+        with self.lock:
+            sink = self._sinks.get(job_id)
+            if isinstance(event, Done | Failed):
+                self._sinks.pop(job_id, None)
+        if sink is not None:
+            sink(event)
+
+    def drop_all(self) -> list[int]:
+        with self.lock:
+            jobs = list(self._sinks)
+            self._sinks.clear()
+            return jobs
+
+
 class InProcessBackend:
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, on_lost: OnLost) -> None:
         from app.engine.engine import Engine
 
         self._engine = Engine(config)
-        self._cancel_id = -1
-        self._lock = threading.Lock()
+        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._sinks = _Sinks()
+        self._thread = threading.Thread(target=self._serve, name="engine-batcher", daemon=True)
 
     def start(self) -> ModelInfo:
-        return self._engine.load()
+        info = self._engine.load()
+        self._thread.start()
+        return info
 
-    def generate(self, job_id: int, request: GenerationRequest) -> Iterator[Event]:
-        try:
-            yield from self._engine.generate(request, cancelled=lambda: self._cancel_id == job_id)
-        except EngineError as err:
-            yield err.failed()
+    def _serve(self) -> None:
+        def inbox(block: bool) -> tuple[Any, ...] | None:
+            try:
+                return self._inbox.get(block=block)
+            except queue.Empty:
+                return None
+
+        def emit(job_id: int | None, event: Event | None) -> None:
+            if job_id is not None and event is not None:
+                self._sinks.deliver(job_id, event)
+
+        self._engine.serve(inbox, emit)
+        self._engine.close()
+
+    def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
+        self._sinks.add(job_id, sink)
+        self._inbox.put(("generate", job_id, request))
 
     def cancel(self, job_id: int) -> None:
-        self._cancel_id = job_id
+        self._inbox.put(("cancel", job_id))
 
     def alive(self) -> bool:
         return True
 
     def stop(self) -> None:
-        self._engine.close()
+        self._inbox.put(("close",))
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        else:
+            self._engine.close()
 
 
 class WorkerBackend:
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, on_lost: OnLost) -> None:
         self._config = config
+        self._on_lost = on_lost
         ctx = multiprocessing.get_context("spawn")
-        self._cancel_id = ctx.Value("q", -1, lock=False)
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(
-            target=_worker_main,
-            args=(child, config, self._cancel_id),
-            name="quartet-engine",
-            daemon=True,
-        )
+        self._process = ctx.Process(target=_worker_main, args=(child, config), name="quartet-engine", daemon=True)
         self._child = child
+        self._sinks = _Sinks()
+        self._send_lock = threading.Lock()
+        self._heard = time.monotonic()  # when the worker last said anything (or a job was sent)
+        self._lost: WorkerLost | None = None
+        self._stopping = False
 
     def start(self) -> ModelInfo:
         self._process.start()
@@ -83,30 +148,73 @@ class WorkerBackend:
         try:
             kind, *rest = self._conn.recv()
         except EOFError:
-            raise self._lost("while loading the model") from None
+            raise self._died("while loading the model") from None
         if kind == "load_failed":
             self.stop()
             raise EngineError(rest[0], card=rest[1])
         info: ModelInfo = rest[0]
+        threading.Thread(target=self._read, name="engine-reader", daemon=True).start()
         return info
 
-    def generate(self, job_id: int, request: GenerationRequest) -> Iterator[Event]:
-        try:
-            self._conn.send(("generate", job_id, request))
-            while True:
-                _, got_id, event = self._conn.recv()
-                if got_id != job_id:
-                    continue
-                yield event
-                if isinstance(event, Done | Failed):
-                    return
-        except (EOFError, OSError):
-            raise self._lost("during the answer") from None
+    def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if not self._sinks:
+            self._heard = time.monotonic()  # the step clock runs while there is work
+        self._sinks.add(job_id, sink)
+        self._send(("generate", job_id, request))
 
-    def _lost(self, when: str) -> WorkerLost:
+    def cancel(self, job_id: int) -> None:
+        if job_id in self._sinks:
+            self._send(("cancel", job_id))
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        with self._send_lock, contextlib.suppress(OSError):  # a dead worker is found by the reader
+            self._conn.send(message)
+
+    def _read(self) -> None:
+        """Route the worker's events; end it when a step outlasts the step timeout (a card that stopped
+        answering without dying: ggml-rpc then waits in a socket read forever)."""
+        limit = self._config.step_timeout_s
+        while not self._stopping:
+            try:
+                if not self._conn.poll(_READ_S):
+                    if self._sinks and time.monotonic() - self._heard > limit:
+                        self._fail(self._hung(limit))
+                        return
+                    continue
+                _, job_id, event = self._conn.recv()
+            except (EOFError, OSError):
+                if not self._stopping:
+                    self._fail(self._died("during an answer"))
+                return
+            self._heard = time.monotonic()
+            if job_id is not None and event is not None:  # (None, None): a step finished, the worker lives
+                self._sinks.deliver(job_id, event)
+
+    def _fail(self, err: WorkerLost) -> None:
+        self._lost = err
+        self._on_lost(self, err, self._sinks.drop_all())
+
+    def _hung(self, limit: float) -> WorkerLost:
+        """No step finished within `limit`: end the worker, and name the card that holds the step
+        (a stopped card's health endpoint does not answer either)."""
+        self._process.kill()
+        self._process.join(timeout=5)
+        down = cards.first_card_down(self._config.cards, health_offset=self._config.health_offset)
+        if down:
+            index, endpoint, reason = down
+            return WorkerLost(
+                f"card {index} ({endpoint}) stopped responding during the answer (no step finished in "
+                f"{limit:g} s; {reason}); the engine restarts by itself once every card answers again",
+                card=endpoint,
+            )
+        return WorkerLost(f"the engine made no progress for {limit:g} s (every card answers); restarting it")
+
+    def _died(self, when: str) -> WorkerLost:
         self._process.join(timeout=2)
         code = self._process.exitcode
-        down = cards.first_card_down(self._config.cards)
+        down = cards.first_card_down(self._config.cards, health_offset=self._config.health_offset)
         if down:
             index, endpoint, reason = down
             return WorkerLost(
@@ -116,16 +224,13 @@ class WorkerBackend:
             )
         return WorkerLost(f"the engine worker stopped {when} (exit code {code}); restarting it")
 
-    def cancel(self, job_id: int) -> None:
-        self._cancel_id.value = job_id
-
     def alive(self) -> bool:
         return self._process.is_alive()
 
     def stop(self) -> None:
+        self._stopping = True
         if self._process.is_alive():
-            with contextlib.suppress(OSError):
-                self._conn.send(("close",))
+            self._send(("close",))
             self._process.join(timeout=3)
         if self._process.is_alive():
             self._process.kill()
@@ -133,7 +238,7 @@ class WorkerBackend:
         self._conn.close()
 
 
-def _worker_main(conn: Connection, config: Any, cancel_id: Any) -> None:
+def _worker_main(conn: Connection, config: Any) -> None:
     # No PR_SET_PDEATHSIG here: Linux ties it to the *thread* that spawned us, which is a
     # short-lived loader thread. The pipe ends instead: when the app dies, recv/send fail and
     # the worker leaves.
@@ -147,19 +252,16 @@ def _worker_main(conn: Connection, config: Any, cancel_id: Any) -> None:
         conn.send(("load_failed", str(err), err.card))  # kind follows from card
         return
     conn.send(("loaded", info))
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            break
-        if message[0] == "close":
-            break
-        _, job_id, request = message
-        try:
-            for event in engine.generate(request, cancelled=lambda: cancel_id.value == job_id):  # noqa: B023
-                conn.send(("event", job_id, event))
-        except EngineError as err:
-            conn.send(("event", job_id, err.failed()))
-        except (BrokenPipeError, EOFError):
-            break
+
+    def inbox(block: bool) -> tuple[Any, ...] | None:
+        if not conn.poll(None if block else 0):
+            return None
+        message: tuple[Any, ...] = conn.recv()
+        return message
+
+    def emit(job_id: int | None, event: Event | None) -> None:
+        conn.send(("event", job_id, event))
+
+    with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
+        engine.serve(inbox, emit)
     engine.close()

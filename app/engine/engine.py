@@ -1,42 +1,33 @@
-"""The four-card engine: one llama.cpp model split across RPC cards, generating one answer at a time.
+"""The four-card engine: one llama.cpp model split across RPC cards, several answers batched.
 
 This runs wherever llama.cpp lives: in the engine worker process (the default) or in the app
-process. It knows nothing about queues or processes; `cancelled` is polled between prompt chunks and
-between tokens, so a cancel takes effect within one chunk of work.
+process. It knows nothing about queues or processes: `serve` runs the batcher's loop on messages,
+`generate` runs one answer alone. A cancel takes effect at the next step (one token, one prompt chunk).
 """
 
 from __future__ import annotations
 
-import codecs
 import ctypes
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import llama_cpp
+from llama_cpp import _internals as llama_internals
 from llama_cpp import llama_chat_format
 
 from app.engine import ggml, placement
+from app.engine.batcher import Batcher, Emit, Inbox, serve
 from app.engine.cards import check_cards
 from app.engine.engine_config import EngineConfig
-from app.engine.events import (
-    Done,
-    EngineError,
-    Event,
-    GenerationRequest,
-    ModelInfo,
-    Stats,
-    Token,
-)
-from app.engine.grammar import GrammarFirstChecked, grammar_for
-from app.engine.stops import StopScanner
+from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
 
 log = logging.getLogger(__name__)
 
 _SPLIT_MODES = {"layer": llama_cpp.LLAMA_SPLIT_MODE_LAYER}
 _KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
-_MIN_ROOM = 8  # tokens an answer needs at least after the prompt
 
 
 class _LogCapture:
@@ -95,12 +86,14 @@ class Engine:
         self.info: ModelInfo | None = None
         self.check_picked_token = True  # constrained answers: check the picked token, not the vocabulary
         self.last_refused = 0  # tokens the grammar refused in the last constrained answer
+        self._batcher: Batcher | None = None
+        self._solo_ids = itertools.count(1)
 
     def load(self) -> ModelInfo:
         cfg = self.config
         if not cfg.model_path.is_file():
             raise EngineError(f"model file {cfg.model_path} does not exist")
-        check_cards(cfg.cards)
+        check_cards(cfg.cards, health_offset=cfg.health_offset)
         ggml.register_rpc_cards(list(cfg.cards))
         devices = {d.name: d.description for d in ggml.devices() if d.description in cfg.cards}
         started = time.monotonic()
@@ -123,6 +116,12 @@ class Engine:
                 )
             except ValueError as err:
                 raise EngineError(f"llama.cpp could not load {cfg.model_path.name}: {err}") from err
+        _widen_context(self._llm, parallel=cfg.parallel, n_ctx=cfg.n_ctx)
+        n_ctx = self._llm.n_ctx() // cfg.parallel
+        self._batcher = Batcher(
+            self._llm, self._prompt_tokens, parallel=cfg.parallel, n_ctx=n_ctx,
+            prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch), max_tokens=cfg.max_tokens_limit,
+        )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)
         self._formatter = self._make_formatter(self._llm)
@@ -130,7 +129,7 @@ class Engine:
             name=cfg.model_name,
             path=str(cfg.model_path),
             n_layers=n_layers,
-            n_ctx=self._llm.n_ctx(),
+            n_ctx=n_ctx,
             cards=cards,
             host_layers=host,
             load_s=time.monotonic() - started,
@@ -166,6 +165,9 @@ class Engine:
         )
 
     def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
+            self._batcher = None
         if self._llm is not None:
             self._llm.close()
             self._llm = None
@@ -184,121 +186,57 @@ class Engine:
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
         return tokens, stops + list(request.stop)
 
-    def generate(self, request: GenerationRequest, *, cancelled: Callable[[], bool]) -> Iterator[Event]:
-        llm = self._llm
-        if llm is None:
+    @property
+    def batcher(self) -> Batcher:
+        if self._batcher is None:
             raise EngineError("no model is loaded")
-        started = time.monotonic()
-        tokens, stops = self._prompt_tokens(request)
-        n_ctx = llm.n_ctx()
-        room = n_ctx - len(tokens)
-        if room < _MIN_ROOM:
-            raise EngineError(
-                f"the conversation is {len(tokens)} tokens long and the model's context holds "
-                f"{n_ctx}; start a new chat or shorten the message",
-                kind="context",
-            )
-        budget = min(request.max_tokens, self.config.max_tokens_limit, room)
-        cached = self._reuse_prefix(llm, tokens)
-        if request.seed is not None:
-            llm.set_seed(request.seed)  # before the samplers are made: their random source takes it
-        grammar = grammar_for(request.json_schema, llm._model.vocab)
-        checked = None
-        if grammar is not None and self.check_picked_token:
-            checked = GrammarFirstChecked(llm, grammar, temperature=request.temperature, top_p=request.top_p)
-            sample: Callable[[], int] = lambda: checked.sample(llm._ctx.ctx)  # noqa: E731
-        else:
-            llm._sampler = llm._init_sampler(temp=request.temperature, top_p=request.top_p, grammar=grammar)
-            sample = llm.sample
-        try:
-            yield from self._run(llm, sample, tokens[cached:], budget, stops, cancelled, started, len(tokens), cached)
-        finally:
-            llm._sampler = None
-            if checked is not None:
-                self.last_refused = checked.refused
-                checked.close()
+        return self._batcher
 
-    @staticmethod
-    def _reuse_prefix(llm: llama_cpp.Llama, tokens: list[int]) -> int:
-        """Keep the KV cache of the longest shared prefix (a chat's earlier turns); return its length."""
-        common = 0
-        for a, b in zip(llm._input_ids[: llm.n_tokens], tokens, strict=False):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(tokens) - 1)  # at least one token must be evaluated for logits
-        if common > 0 and llm._ctx.kv_cache_seq_rm(-1, common, -1):
-            llm.n_tokens = common
-            return common
-        llm.reset()
-        return 0
+    def serve(self, inbox: Inbox, emit: Emit) -> None:
+        """Run answers in batches until ("close",) arrives (see batcher.serve)."""
+        serve(self.batcher, inbox, emit, check_picked=lambda: self.check_picked_token)
 
-    def _run(
+    def generate(
         self,
-        llm: llama_cpp.Llama,
-        sample: Callable[[], int],
-        pending: list[int],
-        budget: int,
-        stops: list[str],
+        request: GenerationRequest,
+        *,
         cancelled: Callable[[], bool],
-        started: float,
-        prompt_tokens: int,
-        cached: int,
+        on_step: Callable[[], None] = lambda: None,
     ) -> Iterator[Event]:
-        chunk = max(1, min(self.config.prompt_chunk, self.config.n_batch))
-        for i in range(0, len(pending), chunk):
-            if cancelled():
-                yield Done(_stats(prompt_tokens, cached, 0, started, None, time.monotonic(), "cancelled"))
-                return
-            llm.eval(pending[i : i + chunk])
-        prompt_done = time.monotonic()
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text = StopScanner(stops)
-        generated, first_at, reason = 0, None, "length"
-        while generated < budget:
-            if cancelled():
-                reason = "cancelled"
-                break
-            token = sample()
-            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
-                reason = "stop"
-                break
-            generated += 1
-            first_at = first_at or time.monotonic()
-            piece, hit = text.feed(decoder.decode(llm.detokenize([token])))
-            if piece:
-                yield Token(piece)
-            if hit:
-                reason = "stop"
-                break
-            llm.eval([token])
-        tail = text.flush() if reason != "stop" else ""
-        if tail:
-            yield Token(tail)
-        finished = time.monotonic()
-        stats = _stats(prompt_tokens, cached, generated, started, first_at, finished, reason, prompt_done)
-        yield Done(stats)
+        """One answer alone (benches, tests): its events; `on_step` is called after every step."""
+        batcher = self.batcher
+        if batcher.busy():
+            raise EngineError("the engine is serving other answers", kind="busy")
+        job = next(self._solo_ids)
+        batcher.add(job, request, check_picked=self.check_picked_token)
+        try:
+            while batcher.busy():
+                if cancelled():
+                    batcher.cancel(job)
+                for _job, event in batcher.step():
+                    yield event
+                on_step()
+        finally:
+            batcher.cancel(job)
+            if batcher.busy():
+                batcher.step()  # ends the abandoned answer
+            self.last_refused = batcher.last_refused
 
 
-def _stats(
-    prompt_tokens: int,
-    cached: int,
-    generated: int,
-    started: float,
-    first_at: float | None,
-    finished: float,
-    reason: str,
-    prompt_done: float | None = None,
-) -> Stats:
-    prompt_s = (prompt_done or finished) - started
-    decode_s = finished - first_at if first_at else 0.0
-    return Stats(
-        prompt_tokens=prompt_tokens,
-        cached_tokens=cached,
-        generated_tokens=generated,
-        ttft_s=round((first_at - started) if first_at else 0.0, 4),
-        prompt_tps=round((prompt_tokens - cached) / prompt_s, 1) if prompt_s > 0 else 0.0,
-        decode_tps=round((generated - 1) / decode_s, 1) if generated > 1 and decode_s > 0 else 0.0,
-        total_s=round(finished - started, 4),
-        finish_reason=reason,  # type: ignore[arg-type]
-    )
+def _widen_context(llm: llama_cpp.Llama, *, parallel: int, n_ctx: int) -> None:
+    """Give the model a context of `parallel` sequences, `n_ctx` tokens each, in one unified KV cache.
+
+    llama-cpp-python's Llama makes a one-sequence context and has no option for more, so that one is
+    freed and replaced (same parameters otherwise) before any answer runs."""
+    params = llm.context_params
+    params.n_seq_max = parallel
+    params.kv_unified = True
+    params.n_ctx = n_ctx * parallel
+    llm._ctx.close()
+    try:
+        llm._ctx = llama_internals.LlamaContext(model=llm._model, params=params, verbose=False)
+    except ValueError as err:
+        raise EngineError(
+            f"llama.cpp could not make a context of {parallel} × {n_ctx} tokens (parallel × n_ctx); "
+            "lower parallel or n_ctx"
+        ) from err

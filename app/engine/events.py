@@ -26,6 +26,7 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     json_schema: str | None = None  # constrain the answer to JSON matching this schema ("{}" = any object)
+    background: bool = False  # batch work (extraction, summary parts): takes at most `background_slots` slots
 
 
 @dataclass(frozen=True)

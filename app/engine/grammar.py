@@ -77,14 +77,15 @@ class GrammarFirstChecked:
         self._candidates = llama_cpp.llama_token_data_array(data=self._one, size=1, selected=-1, sorted=False)
         self.refused = 0  # tokens the free chain picked that the grammar refused
 
-    def sample(self, ctx: Any) -> int:
-        token = int(llama_cpp.llama_sampler_sample(self._free.sampler, ctx, -1))
+    def sample(self, ctx: Any, index: int = -1) -> int:
+        """The token picked from the logits at `index` of the last batch (-1: its last logits)."""
+        token = int(llama_cpp.llama_sampler_sample(self._free.sampler, ctx, index))
         self._one[0] = llama_cpp.llama_token_data(token, 0.0, 0.0)
         self._candidates.size, self._candidates.selected = 1, -1
         llama_cpp.llama_sampler_apply(self._check, ctypes.byref(self._candidates))
         if math.isinf(self._one[0].logit):
             self.refused += 1
-            token = int(llama_cpp.llama_sampler_sample(self._full.sampler, ctx, -1))  # accepts it too
+            token = int(llama_cpp.llama_sampler_sample(self._full.sampler, ctx, index))  # accepts it too
         else:
             llama_cpp.llama_sampler_accept(self._full.sampler, token)
         llama_cpp.llama_sampler_accept(self._check, token)

@@ -1,8 +1,9 @@
-"""The engine as the rest of the app sees it: one FIFO queue in front of one supervised backend.
+"""The engine as the rest of the app sees it: a FIFO queue in front of the slots of one supervised backend.
 
-One generation runs at a time; every waiting caller sees its position. When the backend is lost
-(a card died, the worker was killed) the answer in flight fails with a message naming the card,
-and the supervisor rebuilds the backend by itself as soon as every card answers again.
+Up to `parallel` answers run at once, batched in the backend (batcher.py); beyond that every waiting
+caller sees its position. When the backend is lost (a card died or hung, the worker was killed)
+every answer in flight fails with a message naming the card, and the supervisor rebuilds the
+backend by itself as soon as every card answers again.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any, Literal
 
-from app.engine.backends import WorkerLost
+from app.engine.backends import Backend, WorkerLost
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Stats, Token
 from app.engine.meter import Counters, RateMeter
-from app.engine.supervisor import RETRY_READY_S, RETRY_S, BackendSupervisor
+from app.engine.supervisor import RETRY_S, BackendSupervisor
 from app.engine.ticket import Ticket
 
 log = logging.getLogger(__name__)
 
 
 class EngineService(BackendSupervisor):
-    def __init__(self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32) -> None:
+    def __init__(
+        self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32, background_slots: int = 1
+    ) -> None:
         super().__init__(config, isolated=isolated)
         self.max_queue = max_queue
         self._waiting: deque[Ticket] = deque()
@@ -36,7 +39,9 @@ class EngineService(BackendSupervisor):
         self.counters = Counters()
         self._hold: Callable[[], str | None] = lambda: None
         self._held_for: str | None = None
-        self._cancel_s: float | None = None  # from the last cancel to the engine being free
+        self._cancel_s: float | None = None  # from the last cancel to its slot being free
+        self.parallel = max(1, config.parallel)
+        self.background_slots = max(1, min(background_slots, self.parallel))
 
     def start(self) -> None:
         """Load the model in the background and start serving the queue."""
@@ -68,7 +73,7 @@ class EngineService(BackendSupervisor):
                 self._announce_positions()
                 ticket.put(Done(_empty_stats("cancelled")))
                 return
-            backend = self._backend if self._current is ticket else None
+            backend = self._backend if ticket.id in self._running else None
         if backend:
             backend.cancel(ticket.id)
 
@@ -77,30 +82,37 @@ class EngineService(BackendSupervisor):
             ticket.put(Queued(position, self._held_for))
 
     def _dispatch(self) -> None:
+        """Admit waiting answers into the engine's slots, first come first served."""
         while True:
             with self._cond:
-                while not self._waiting and self._state != "stopped":
+                while self._next() is None and self._state != "stopped":
                     self._cond.wait(timeout=1.0)
                     self._watch_backend()
                 if self._state == "stopped":
-                    for ticket in self._waiting:
-                        ticket.put(Failed("the engine is shutting down"))
+                    for waiting in self._waiting:
+                        waiting.put(Failed("the engine is shutting down"))
                     return
                 # At start-up or while a model loads, jobs wait their turn; a broken engine fails them.
                 self._cond.wait_for(lambda: self._state not in ("starting", "loading"))
                 if self._waiting_on_hold():
                     continue
-                ticket = self._waiting.popleft()
-                self._current = ticket
+                chosen = self._next()
+                if chosen is None:
+                    continue
+                self._waiting.remove(chosen)
                 self._announce_positions()
-            try:
-                self._execute(ticket)
-            finally:
-                with self._cond:
-                    self._current = None
-                    if ticket.cancel_at is not None:
-                        self._cancel_s = time.monotonic() - ticket.cancel_at
-                    self._cond.notify_all()
+            self._admit(chosen)
+
+    def _next(self) -> Ticket | None:
+        """Called with the lock held: the first waiting answer a slot may take now. Background work
+        (extraction, summary parts) takes at most `background_slots`, so people are served first."""
+        if len(self._running) >= self.parallel:
+            return None
+        background = sum(t.request.background for t in self._running.values())
+        for ticket in self._waiting:
+            if not ticket.request.background or background < self.background_slots:
+                return ticket
+        return None
 
     def _waiting_on_hold(self) -> bool:
         """Called with the lock held: while held, tell the waiting why and look again shortly."""
@@ -116,30 +128,58 @@ class EngineService(BackendSupervisor):
         """New answers wait while `reason()` says why (e.g. a card is too hot); running ones finish."""
         self._hold = reason
 
-    def _execute(self, ticket: Ticket) -> None:
-        for attempt in (1, 2):
-            backend = self._usable_backend()
-            if isinstance(backend, EngineError):
-                ticket.put(backend.failed())
+    def _admit(self, ticket: Ticket) -> None:
+        backend = self._usable_backend()
+        if isinstance(backend, EngineError):
+            ticket.put(backend.failed())
+            self.counters.add("errors")
+            return
+        with self._cond:
+            self._running[ticket.id] = ticket
+        self.counters.add("requests")
+        try:
+            backend.submit(ticket.id, ticket.request, lambda event: self._on_event(ticket, event))
+        except WorkerLost as err:
+            self._backend_lost(backend, err, [ticket.id])
+            return
+        if ticket.cancelled:  # cancelled between leaving the queue and reaching its slot
+            backend.cancel(ticket.id)
+
+    def _on_event(self, ticket: Ticket, event: Event) -> None:
+        """An event of a running answer, from the backend's thread."""
+        ticket.produced = ticket.produced or isinstance(event, Token)
+        ticket.put(self._noticed(ticket, event))
+        self._count(event)
+        if isinstance(event, Done | Failed):
+            self._finished(ticket)
+
+    def _finished(self, ticket: Ticket) -> None:
+        with self._cond:
+            self._running.pop(ticket.id, None)
+            if ticket.cancel_at is not None:
+                self._cancel_s = time.monotonic() - ticket.cancel_at
+            self._cond.notify_all()
+
+    def _backend_lost(self, backend: Backend, err: WorkerLost, jobs: list[int]) -> None:
+        """Every answer running on the lost backend fails naming the card, and the engine rebuilds.
+
+        Every card answers yet the worker died before a token: a card restarted while we held a stale
+        connection. Rebuilt, the engine can take such an answer once more (at the head of the queue)."""
+        with self._cond:
+            tickets = [self._running.pop(job) for job in jobs if job in self._running]
+            self._cond.notify_all()
+        again = [t for t in tickets if not (t.produced or err.card or t.attempts or t.cancelled)]
+        for ticket in tickets:
+            if ticket not in again:
+                ticket.put(err.failed())
                 self.counters.add("errors")
-                return
-            produced = False
-            self.counters.add("requests")
-            try:
-                for event in backend.generate(ticket.id, ticket.request):
-                    produced = produced or isinstance(event, Token)
-                    ticket.put(self._noticed(ticket, event))
-                    self._count(event)
-                return
-            except WorkerLost as err:
-                self._recover(err, backend)
-                # Every card answers yet the worker died before a token: a card restarted while we
-                # held a stale connection. Rebuilt, the engine can take the same request once more.
-                if produced or err.card or attempt == 2 or not self.wait_ready(RETRY_READY_S):
-                    ticket.put(err.failed())
-                    self.counters.add("errors")
-                    return
+        self._recover(err, backend)
+        with self._cond:
+            for ticket in reversed(again):
+                ticket.attempts += 1
                 log.info("answer %d: retrying on the rebuilt engine", ticket.id)
+                self._waiting.appendleft(ticket)
+            self._cond.notify_all()
 
     def _noticed(self, ticket: Ticket, event: Event) -> Event:
         """An answer stopped to switch models ends with a notice that says so."""
@@ -180,8 +220,15 @@ class EngineService(BackendSupervisor):
                     "load_s": round(info.load_s, 2),
                 },
                 "placement": [asdict(card) for card in info.cards] if info else [],
-                "queue": {"running": self._current is not None, "waiting": len(self._waiting), "held": self._held_for},
-                "live_tps": round(self.rate.rate(), 1) if self._current is not None else 0.0,
+                "queue": {
+                    "running": len(self._running),
+                    "waiting": len(self._waiting),
+                    "held": self._held_for,
+                    "parallel": self.parallel,
+                    "background": sum(t.request.background for t in self._running.values()),
+                    "background_waiting": sum(t.request.background for t in self._waiting),
+                },
+                "live_tps": round(self.rate.rate(), 1) if self._running else 0.0,
                 "last_stats": self._last_stats.as_dict() if self._last_stats else None,
                 "last_cancel_s": None if self._cancel_s is None else round(self._cancel_s, 3),
             }

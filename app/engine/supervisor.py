@@ -28,7 +28,7 @@ class BackendSupervisor:
         self.config = config
         self.isolated = isolated
         self._cond = threading.Condition()
-        self._current: Ticket | None = None
+        self._running: dict[int, Ticket] = {}  # answers in the engine's slots, by job id
         self._backend: Backend | None = None
         self._state: State = "starting"
         self._message = "starting"
@@ -39,7 +39,12 @@ class BackendSupervisor:
         self._threads: list[threading.Thread] = []
 
     def _make_backend(self) -> Backend:
-        return WorkerBackend(self.config) if self.isolated else InProcessBackend(self.config)
+        home = WorkerBackend if self.isolated else InProcessBackend
+        return home(self.config, self._backend_lost)
+
+    def _backend_lost(self, backend: Backend, err: WorkerLost, jobs: list[int]) -> None:
+        """The backend died with `jobs` running (called from its reader thread)."""
+        self._recover(err, backend)
 
     def start(self) -> None:
         """Load the model in the background (as soon as every card answers)."""
@@ -78,7 +83,7 @@ class BackendSupervisor:
     def _load_when_cards_answer(self) -> None:
         """Wait for every card, then load; repeat until it works or the service stops."""
         while self._state != "stopped":
-            down = card_probe.first_card_down(self.config.cards)
+            down = card_probe.first_card_down(self.config.cards, health_offset=self.config.health_offset)
             if down:
                 index, endpoint, reason = down
                 if self._state != "recovering" or self._down_card != endpoint:
@@ -143,16 +148,17 @@ class BackendSupervisor:
                 self._cond.notify_all()
 
     def _drain(self, grace_s: float) -> None:
+        """Let the running answers finish within `grace_s`, then stop them (each ends with a notice)."""
         with self._cond:
-            if self._cond.wait_for(lambda: self._current is None, grace_s):
+            if self._cond.wait_for(lambda: not self._running, grace_s):
                 return
-            ticket, backend = self._current, self._backend
-            if ticket is not None:
-                self._switch_stopped.add(ticket.id)
-        if ticket is not None and backend is not None:
-            backend.cancel(ticket.id)
+            jobs, backend = list(self._running), self._backend
+            self._switch_stopped.update(jobs)
+        if backend is not None:
+            for job in jobs:
+                backend.cancel(job)
         with self._cond:
-            self._cond.wait_for(lambda: self._current is None, 30)
+            self._cond.wait_for(lambda: not self._running, 30)
 
     def _load(self, config: EngineConfig) -> ModelInfo:
         with self._cond:
@@ -176,14 +182,14 @@ class BackendSupervisor:
 
     def _watch_backend(self) -> None:
         backend = self._backend
-        if backend is not None and self._state == "ready" and not backend.alive():
+        if backend is not None and self._state == "ready" and not self._running and not backend.alive():
             self._recover_async(WorkerLost("the engine worker stopped while idle"), backend)
 
     def note_card_down(self, index: int, endpoint: str, reason: str) -> None:
         """The card monitor saw a card stop answering. If the engine is idle, rebuild it now rather
         than fail the next user's answer on a dead connection."""
         with self._cond:
-            backend = self._backend if self._state == "ready" and self._current is None else None
+            backend = self._backend if self._state == "ready" and not self._running else None
         if backend is not None and endpoint in self.config.cards:
             self._recover_async(EngineError(f"card {index} ({endpoint}) is down: {reason}", card=endpoint), backend)
 
@@ -193,11 +199,11 @@ class BackendSupervisor:
     def _usable_backend(self) -> Backend | EngineError:
         """The backend to run on; while it is being rebuilt, wait only if every card answers."""
         if self._state == "recovering":
-            down = card_probe.first_card_down(self.config.cards)
+            down = card_probe.first_card_down(self.config.cards, health_offset=self.config.health_offset)
             if down:
                 index, endpoint, reason = down
                 return EngineError(
-                    f"card {index} ({endpoint}) is down ({reason}); answers resume when it is back", card=endpoint
+                    f"{card_probe.describe(index, endpoint, reason)}; answers resume when it is back", card=endpoint
                 )
             self.wait_ready(RETRY_READY_S)
         backend = self._backend

@@ -16,6 +16,8 @@ class Ticket:
         self.request = request
         self.cancelled = False
         self.cancel_at: float | None = None  # monotonic time a cancel was asked for
+        self.produced = False  # a token reached the caller
+        self.attempts = 0  # times it was taken again after the engine was lost before its first token
         self._cancel = cancel
         self._events: queue.Queue[Event] = queue.Queue()
 

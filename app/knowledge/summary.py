@@ -89,7 +89,9 @@ class Summariser:
 
     def _quietly(self, prompt: str, max_tokens: int, progress: str) -> Generator[Answer, None, Answer]:
         """Generate without streaming the text (only progress); returns the final Answer."""
-        request = GenerationRequest(messages=(Message("user", prompt),), max_tokens=max_tokens, temperature=0.2)
+        request = GenerationRequest(  # one part of many: background work, people's answers go first
+            messages=(Message("user", prompt),), max_tokens=max_tokens, temperature=0.2, background=True
+        )
         final = Answer("", done=True, error="no answer")
         for update in stream(self.engine, request, [], progress=progress):
             if update.done:

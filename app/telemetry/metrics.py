@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 _CARD_GAUGES = [
-    ("card_up", "Whether the card answers its health check (1) or not (0).",
-     lambda c: 0 if c["state"] == "down" else 1),
+    ("card_up", "Whether the card answers its health check (1) or not (0: down or not responding).",
+     lambda c: 0 if c["state"] in ("down", "not-responding") else 1),
     ("card_load_percent", "Card load: NPU load where the board reports it, else the agent's CPU use.",
      lambda c: c["load_pct"]),
     ("card_temperature_celsius", "Card temperature; absent when the card has no sensor.",
@@ -44,6 +44,9 @@ def _lines(status: dict[str, Any], counters: dict[str, int]) -> Iterator[str]:
     gauges = [
         ("engine_ready", "Whether the engine can answer (1) or not (0).", 1 if status["state"] == "ready" else 0),
         ("engine_queue_length", "Answers waiting for the engine.", status["queue"]["waiting"]),
+        ("engine_running_answers", "Answers in the engine's slots, generating together.", status["queue"]["running"]),
+        ("engine_aggregate_tokens_per_second", "Tokens per second across every running answer.",
+         status.get("live_tps", 0.0)),
         ("engine_decode_tokens_per_second", "Decode speed of the last answer.", last.get("decode_tps", 0.0)),
         ("engine_time_to_first_token_seconds", "Time to first token of the last answer.", last.get("ttft_s", 0.0)),
         ("engine_thermal_hold", "Whether new answers wait for a hot card (1) or not (0).",

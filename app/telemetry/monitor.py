@@ -1,7 +1,9 @@
 """Polls every card agent's /health about once a second, off the generation path.
 
-A card that does not answer is "down" with the reason (refused, timeout) and the time it was last
-seen; its last good reading is kept so the panels can show what was there.
+A card whose health endpoint refuses or fails is "down" with the reason; one that accepts the request
+but sends no answer in time (a stopped or wedged card: the kernel still completes the handshake) is
+"not-responding" (shown "not responding"). Either way the time it was last seen and its last good
+reading are kept so the panels can show what was there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Literal
 class CardSample:
     index: int
     endpoint: str
-    state: Literal["up", "down", "unknown"]
+    state: Literal["up", "down", "not-responding", "unknown"]
     reason: str | None = None
     last_seen: float | None = None  # wall-clock seconds
     health: dict[str, Any] = field(default_factory=dict)
@@ -120,7 +122,9 @@ class CardMonitor:
         try:
             health = read_health(url, self._timeout)
         except Exception as err:  # any failure means the card is not serving
-            return CardSample(previous.index, endpoint, "down", _reason(err), previous.last_seen, previous.health)
+            reason = _reason(err)
+            state: Literal["down", "not-responding"] = "not-responding" if reason == "timeout" else "down"
+            return CardSample(previous.index, endpoint, state, reason, previous.last_seen, previous.health)
         return CardSample(previous.index, endpoint, "up", None, time.time(), health)
 
     def snapshot(self) -> list[CardSample]:

@@ -112,11 +112,21 @@ def header_html(status: dict[str, Any]) -> str:
         span = f"{layers[0]}–{layers[-1]}" if layers else "no layers"
         cards.append(
             f"<span class='q-card q-{card['state']}' title='{html.escape(card['endpoint'])}: {span}'>"
-            f"card {card['index']} {card['state']}</span>"
+            f"card {card['index']} {card['state'].replace('-', ' ')}</span>"
         )
     message = html.escape(status.get("message", "")) if state != "ready" else ""
     return (
         f"<div class='q-header'><span class='q-model'>{name}</span>"
         f"<span class='q-state q-{state}'>{state}</span>{''.join(cards)}"
-        f"<span class='q-message'>{message}</span></div>"
+        f"{_load(status)}<span class='q-message'>{message}</span></div>"
     )
+
+
+def _load(status: dict[str, Any]) -> str:
+    """'2 running · 1 waiting · 41.0 tok/s': the answers in the slots, the queue, the aggregate rate."""
+    queue = status.get("queue") or {}
+    running, waiting = queue.get("running", 0), queue.get("waiting", 0)
+    if not running and not waiting:
+        return ""
+    rate = f" · {status.get('live_tps', 0.0):.1f} tok/s" if running else ""
+    return f"<span class='q-load'>{running} running · {waiting} waiting{rate}</span>"

@@ -29,7 +29,8 @@ def card_panel(card: dict[str, Any], *, compact: bool = False) -> str:
     load_text = "–" if load is None else f"{load:.0f} %"
     if card.get("load_source") == "process_cpu":
         load_text += " cpu"
-    reason = f"<div class='q-reason'>{html.escape(card['reason'] or '')}</div>" if state == "down" else ""
+    failing = state in ("down", "not-responding")
+    reason = f"<div class='q-reason'>{html.escape(card['reason'] or '')}</div>" if failing else ""
     rows = [
         ("load", load_text),
         ("temp", f"<span class='q-thermal-{thermal}'>{temp_text}</span>"),
@@ -43,7 +44,7 @@ def card_panel(card: dict[str, Any], *, compact: bool = False) -> str:
     cells = "".join(f"<div class='q-k'>{k}</div><div class='q-v'>{v}</div>" for k, v in rows)
     return (
         f"<div class='q-panel q-{state}' data-card='{card['index']}' data-state='{state}'>"
-        f"<div class='q-title'>card {card['index']} <span class='q-badge'>{state}</span></div>"
+        f"<div class='q-title'>card {card['index']} <span class='q-badge'>{state.replace('-', ' ')}</span></div>"
         f"<div class='q-endpoint'>{html.escape(card['endpoint'])}</div>{reason}"
         f"<div class='q-grid'>{cells}</div></div>"
     )
@@ -65,6 +66,13 @@ def overall(status: dict[str, Any]) -> str:
         f"<div class='q-overall'><span><b>{html.escape(model)}</b> · {html.escape(status['state'])}</span>"
         f"<span>decode {decode:.1f} tok/s{' (live)' if live else ''}</span>"
         f"<span>first token {last.get('ttft_s', 0.0):.2f} s</span>"
-        f"<span>queue {status['queue']['waiting']}{' + 1 running' if status['queue']['running'] else ''}</span>"
+        f"<span>{_queue(status['queue'])}</span>"
         f"</div>{warn}"
     )
+
+
+def _queue(queue: dict[str, Any]) -> str:
+    """'3 running · 2 waiting (1 background)': the slots in use and the line, background work named."""
+    text = f"{queue['running']} running · {queue['waiting']} waiting"
+    background = queue.get("background_waiting", 0)
+    return text + (f" ({background} background)" if background else "")

@@ -1,0 +1,208 @@
+"""Continuous batching: every running answer advances in one llama_decode per step.
+
+A step holds the next token of every answer that is generating, then (while room is left in
+`prompt_chunk`) a chunk of the prompt of answers still reading theirs — chunked prefill, so a long
+prompt arriving never freezes the answers already streaming. Each answer lives in a slot, one
+llama.cpp sequence; a new answer goes to the free slot whose cached tokens share the longest prefix
+with its prompt (a conversation's next turn finds its earlier turns there), else the least recently
+used one. Cancelling marks the answer; it ends at the start of the next step.
+
+This runs where llama.cpp lives (the engine worker, or the app process): `serve` is its loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import llama_cpp
+
+from app.engine.events import EngineError, Event, GenerationRequest
+from app.engine.grammar import grammar_for
+from app.engine.slots import Answer, Batch, Sampler, Slot, common_prefix
+
+MIN_ROOM = 8  # tokens an answer needs at least after its prompt
+Prepare = Callable[[GenerationRequest], tuple[list[int], list[str]]]
+Emitted = list[tuple[int, Event]]
+
+
+class Batcher:
+    def __init__(
+        self, llm: Any, prepare: Prepare, *, parallel: int, n_ctx: int, prompt_chunk: int, max_tokens: int
+    ) -> None:
+        self.llm = llm
+        self.prepare = prepare  # request → (prompt tokens, stop strings)
+        self.slots = [Slot(seq) for seq in range(parallel)]
+        self.n_ctx = n_ctx  # per answer
+        self.prompt_chunk = max(1, prompt_chunk)
+        self.max_tokens = max_tokens
+        self.batch = Batch(parallel + self.prompt_chunk)
+        self.memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
+        self.last_refused = 0  # tokens the grammar refused in the last constrained answer
+
+    def busy(self) -> bool:
+        return any(slot.answer is not None for slot in self.slots)
+
+    def running(self) -> int:
+        return sum(slot.answer is not None for slot in self.slots)
+
+    def add(self, job_id: int, request: GenerationRequest, *, check_picked: bool = True) -> None:
+        """Start an answer in a free slot; raises EngineError for a request that cannot run."""
+        prompt, stops = self.prepare(request)
+        room = self.n_ctx - len(prompt)
+        if room < MIN_ROOM:
+            raise EngineError(
+                f"the conversation is {len(prompt)} tokens long and the model's context holds "
+                f"{self.n_ctx}; start a new chat or shorten the message",
+                kind="context",
+            )
+        free = [slot for slot in self.slots if slot.answer is None]
+        if not free:
+            raise EngineError("every slot of the engine is busy", kind="busy")
+        grammar = grammar_for(request.json_schema, self.llm._model.vocab)
+        slot = max(free, key=lambda s: (common_prefix(s.cache, prompt), -s.last_used))
+        cached = self._keep_prefix(slot, prompt)
+        sampler = Sampler(self.llm, request, grammar, check_picked=check_picked)
+        budget = min(request.max_tokens, self.max_tokens, room)
+        slot.answer = Answer(job_id=job_id, prompt=prompt, stops=stops, budget=budget, sampler=sampler, cached=cached)
+
+    def _keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
+        """Drop what the slot's sequence holds beyond the prefix it shares with `prompt`."""
+        common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)  # one token must be fed for logits
+        if common < len(slot.cache) and not llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, common, -1):
+            llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
+            common = 0
+        del slot.cache[common:]
+        return common
+
+    def cancel(self, job_id: int) -> None:
+        for slot in self.slots:
+            if slot.answer is not None and slot.answer.job_id == job_id:
+                slot.answer.cancelled = True
+
+    def step(self) -> Emitted:
+        """One llama_decode for every running answer; the events it gave, by job id."""
+        out: Emitted = []
+        for slot in self.slots:
+            if slot.answer is not None and slot.answer.cancelled:
+                out += self._end(slot, slot.answer.finish("cancelled"))
+        active = self._fill()
+        if not active:
+            return out
+        code = llama_cpp.llama_decode(self.llm._ctx.ctx, self.batch.raw)
+        if code != 0:
+            return out + self._fail(active, code)
+        for slot in active:
+            answer = slot.answer
+            assert answer is not None
+            if answer.logits_at >= 0:
+                out += self._sample(slot, answer)
+        return out
+
+    def _fill(self) -> list[Slot]:
+        """Put every generating answer's next token in the batch, then prompt chunks while room is left."""
+        self.batch.clear()
+        active: list[Slot] = []
+        for slot in self.slots:
+            answer = slot.answer
+            if answer is not None and answer.next_token is not None:
+                answer.logits_at = self._feed(slot, [answer.next_token], last_logits=True)
+                answer.next_token = None
+                active.append(slot)
+        room = self.prompt_chunk
+        for slot in sorted(self._prefilling(), key=lambda s: s.answer.started if s.answer else 0.0):
+            answer = slot.answer
+            assert answer is not None
+            take = answer.prompt[answer.fed : answer.fed + room]
+            if not take:
+                break
+            answer.fed += len(take)
+            answer.logits_at = self._feed(slot, take, last_logits=not answer.prefilling)
+            room -= len(take)
+            active.append(slot)
+        return active
+
+    def _prefilling(self) -> list[Slot]:
+        return [s for s in self.slots if s.answer is not None and s.answer.prefilling]
+
+    def _feed(self, slot: Slot, tokens: list[int], *, last_logits: bool) -> int:
+        """Add tokens of one sequence to the batch; the batch index of the logits, or -1."""
+        index = -1
+        for i, token in enumerate(tokens):
+            logits = last_logits and i == len(tokens) - 1
+            at = self.batch.add(token, pos=len(slot.cache), seq=slot.seq, logits=logits)
+            slot.cache.append(token)
+            index = at if logits else index
+        return index
+
+    def _sample(self, slot: Slot, answer: Answer) -> Emitted:
+        token = answer.sampler.sample(self.llm._ctx.ctx, answer.logits_at)
+        answer.logits_at = -1
+        end = bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
+        events, over = answer.take(token, piece=b"" if end else self.llm.detokenize([token]), end=end)
+        if over:
+            return self._end(slot, events)
+        return [(answer.job_id, event) for event in events]
+
+    def _end(self, slot: Slot, events: list[Event]) -> Emitted:
+        answer = slot.answer
+        assert answer is not None
+        if answer.sampler.checked is not None:
+            self.last_refused = answer.sampler.refused
+        answer.sampler.close()
+        slot.answer, slot.last_used = None, time.monotonic()
+        return [(answer.job_id, event) for event in events]
+
+    def _fail(self, active: list[Slot], code: int) -> Emitted:
+        """llama_decode refused the batch: its answers fail, and their sequences start clean."""
+        error = EngineError(f"llama.cpp could not evaluate the batch (llama_decode returned {code})")
+        out: Emitted = []
+        for slot in active:
+            llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
+            slot.cache.clear()
+            out += self._end(slot, [error.failed()])
+        return out
+
+    def close(self) -> None:
+        for slot in self.slots:
+            if slot.answer is not None:
+                slot.answer.sampler.close()
+                slot.answer = None
+        self.batch.close()
+
+
+Inbox = Callable[[bool], tuple[Any, ...] | None]  # block? → the next message, or None when none waits
+Emit = Callable[[int | None, Event | None], None]  # (job id, event); (None, None) = still alive
+
+
+def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[[], bool]) -> None:
+    """Take messages ("generate", id, request) / ("cancel", id) / ("close",) and run steps until closed.
+
+    Between steps every waiting message is taken, so a newcomer joins at the next step and a cancel
+    takes effect there. While answers run, something is emitted at least every HEARTBEAT_S so that the
+    supervisor can tell a slow step from a hung card."""
+    last = time.monotonic()
+    while True:
+        message = inbox(not batcher.busy())
+        while message is not None:
+            if message[0] == "close":
+                return
+            if message[0] == "generate":
+                _, job_id, request = message
+                try:
+                    batcher.add(job_id, request, check_picked=check_picked())
+                except EngineError as err:
+                    emit(job_id, err.failed())
+            elif message[0] == "cancel":
+                batcher.cancel(message[1])
+            message = inbox(False)
+        for job_id, event in batcher.step():
+            emit(job_id, event)
+            last = time.monotonic()
+        if time.monotonic() - last >= HEARTBEAT_S:
+            emit(None, None)
+            last = time.monotonic()
+
+
+HEARTBEAT_S = 0.5

@@ -1,0 +1,133 @@
+"""Aggregate decode tokens/s seen by 1, 2, 4 and 8 concurrent `openai` streaming clients ÷ 1 client.
+
+    PYTHONPATH=. .venv/bin/python bench/concurrency.py [--max-tokens 128] [--parallel 8] [--rounds 1]
+
+Starts four card agents and the app (engine worker, `parallel` slots) on loopback ports of its own,
+then for each client count streams that many different prompts at once through
+/v1/chat/completions (temperature 0). For each round: aggregate tokens/s = every client's completion
+tokens ÷ the time from the first client's first token to the last client's last token, and each
+client's time to first token. Prints the table and the ratios to one client, all from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+from app.settings import Settings
+from launcher.cluster import CardProcesses
+
+TOPICS = ["a lighthouse keeper", "a copper mine", "a bicycle race", "a lost cat", "a night train",
+          "a mountain village", "a clockmaker", "a river ferry"]
+
+
+def start_app(cards: list[str], work: Path, port: int, parallel: int) -> tuple[subprocess.Popen[bytes], str]:
+    env = {**os.environ, "QUARTET_PORT": str(port), "QUARTET_DATA_DIR": str(work / "var"),
+           "QUARTET_CARDS": json.dumps(cards), "QUARTET_TEMPERATURE": "0", "QUARTET_PARALLEL": str(parallel),
+           "QUARTET_KB_DIR": str(work / "kb")}
+    log = open(work / "app.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=2).json().get("engine") == "ready":
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.terminate()
+    raise SystemExit(f"the app did not become ready; see {work / 'app.log'}")
+
+
+def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started: float) -> None:
+    api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
+    stream = api.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": f"{topic}: write a long, detailed story about it."}],
+        max_tokens=max_tokens, temperature=0, stream=True, stream_options={"include_usage": True},
+    )
+    for chunk in stream:
+        if chunk.usage:
+            out["tokens"] = chunk.usage.completion_tokens
+        if chunk.choices and chunk.choices[0].delta.content:
+            now = time.perf_counter()
+            out.setdefault("first", now)
+            out["last"] = now
+    out["ttft"] = out["first"] - started
+
+
+def one_round(url: str, n: int, max_tokens: int, tag: str) -> tuple[float, list[float], int]:
+    """`n` clients at once; `tag` leads every prompt so that no round finds another's prompt cached."""
+    outs: list[dict[str, float]] = [{} for _ in range(n)]
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(url, f"{tag}, {TOPICS[i % len(TOPICS)]}", max_tokens, outs[i],
+                                                     started))
+               for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    tokens = int(sum(o["tokens"] for o in outs))
+    span = max(o["last"] for o in outs) - min(o["first"] for o in outs)
+    return tokens / span, [o["ttft"] for o in outs], tokens
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--parallel", type=int, default=8, help="the app's slots (8: every client batched)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per client count (medians are shown)")
+    parser.add_argument("--clients", default="1,2,4,8")
+    parser.add_argument("--first-port", type=int, default=29100, help="first card RPC port (health +1000)")
+    parser.add_argument("--app-port", type=int, default=29190)
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+    results: dict[int, list[tuple[float, list[float], int]]] = {n: [] for n in counts}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        settings = Settings(cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)],
+                            card_cache_dir=work / "cache", card_threads=1)
+        cards = CardProcesses(settings, log_dir=work)
+        cards.start_all()
+        app = None
+        try:
+            app, url = start_app(settings.cards, work, args.app_port, args.parallel)
+            client(url, "a warm-up", 16, {}, time.perf_counter())  # a topic no round asks about
+            for r in range(args.rounds):
+                for n in counts:
+                    results[n].append(one_round(url, n, args.max_tokens, f"Round {r + 1} of {n}"))
+        finally:
+            if app is not None:
+                app.terminate()
+                app.wait(timeout=30)
+            cards.stop_all()
+    base = statistics.median(r[0] for r in results[counts[0]])
+    print(f"{'clients':>7} {'tokens':>7} {'agg tok/s':>10} {'÷ 1 client':>11} {'TTFT p50':>9} {'TTFT p95':>9}")
+    for n in counts:
+        rate = statistics.median(r[0] for r in results[n])
+        ttfts = [t for r in results[n] for t in r[1]]
+        tokens = int(statistics.median(r[2] for r in results[n]))
+        print(f"{n:>7} {tokens:>7} {rate:>10.1f} {rate / base:>11.2f} {percentile(ttfts, 0.5):>9.2f} "
+              f"{percentile(ttfts, 0.95):>9.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
