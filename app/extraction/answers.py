@@ -30,17 +30,18 @@ class Cut:
 def bounded(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema the grammar enforces: the user's, with free text, lists and tables bounded (a small
     model otherwise fills them until the token cap), nullable types as a union the converter keeps the
-    bounds of, and patterns the grammar cannot write left to the check after. Tables are required in
-    the grammar, with no minimum of rows (the demo model skipped optional tables; `clean` drops an
-    empty one before the check); llama.cpp's converter writes required properties first, so a table
-    opens the answer and a token cap cuts its rows (`cut`) or the fields after it. Every answer it
+    bounds of, and patterns the grammar cannot write left to the check after. A schema made only of
+    tables has them required in the grammar, with no minimum of rows (the demo model otherwise answers
+    `{}`; `clean` drops an empty table before the check). With other fields, tables stay optional: the
+    demo model, made to open a table in a document without one, fills it with invented rows up to the
+    cap and loses the fields (llama.cpp's converter writes required properties first). Every answer it
     allows that also meets the user's numeric bounds, formats and patterns validates against the
     user's schema."""
     out = copy.deepcopy(schema)
     properties = out.get("properties", {})
     out["properties"] = {name: _bound_field(spec) for name, spec in properties.items()}
     tables = [name for name, spec in properties.items() if is_table(spec)]
-    if tables:  # the model must open each table (a small model otherwise skips them); [] says "none here"
+    if tables and len(tables) == len(properties):  # only tables: the model must open them; [] says "none"
         out["required"] = list(dict.fromkeys([*out.get("required", []), *tables]))
     return out
 
