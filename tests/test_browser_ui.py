@@ -238,7 +238,7 @@ def test_admin_applies_engine_settings_and_shows_progress_live(
     catalog = page.locator("#catalog").inner_text()
     assert "Why it cannot load" in catalog and "Absent 27B" in catalog and "need_gib_per_card" not in catalog
     page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
-    page.get_by_text("Engine settings").click()
+    page.get_by_text("Engine settings", exact=True).first.click()  # the accordion, not the log's lines
     page.locator("#apply-settings").click()
     seen = set()
     for _ in range(600):  # the page's own timer shows the reload as it happens

@@ -10,7 +10,7 @@ import pytest
 from gradio_client import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.harness import Appliance, get_json, wait_until
+from tests.harness import API_KEY, Appliance, get_json, wait_until
 
 
 def cards(c: Client) -> list[dict[str, Any]]:
@@ -35,7 +35,8 @@ def test_while_an_answer_streams_every_card_with_layers_shows_tokens(appliance: 
 
 
 def test_metrics_parse_and_carry_one_series_per_card(appliance: Appliance) -> None:
-    with urllib.request.urlopen(appliance.url + "/metrics", timeout=5) as response:
+    keyed = urllib.request.Request(appliance.url + "/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(keyed, timeout=5) as response:
         text = response.read().decode()
     families = {family.name: family for family in text_string_to_metric_families(text)}
     for name in ("quartet_card_up", "quartet_card_load_percent", "quartet_card_temperature_celsius",
@@ -91,5 +92,6 @@ def test_a_critical_card_holds_new_answers_until_it_cools_below_warning(applianc
 
 @pytest.mark.parametrize("path", ["/kiosk/", "/metrics", "/health"])
 def test_pages_beside_the_app_are_served(appliance: Appliance, path: str) -> None:
-    with urllib.request.urlopen(appliance.url + path, timeout=5) as response:
+    asked = urllib.request.Request(appliance.url + path, headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(asked, timeout=5) as response:
         assert response.status == 200
