@@ -66,6 +66,26 @@ def test_the_same_content_is_indexed_once(service: KnowledgeService, tmp_path: P
     assert promoted.status == "ok" and {h.name for h in service.search("card overheats", k=5)} == {"copy of cards.txt"}
 
 
+def test_remove_failed_keeps_good_and_password_protected_documents(service: KnowledgeService, tmp_path: Path) -> None:
+    from tests.documents import encrypted
+    from tests.library import handbook
+
+    locked = tmp_path / "locked.pdf"
+    locked.write_bytes(encrypted(handbook(), "secret-1"))
+    good = tmp_path / "good.txt"
+    good.write_text("The fan of the second card is replaced every year.", encoding="utf-8")
+    copy = tmp_path / "copy.txt"
+    shutil.copyfile(good, copy)
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    docs = ingest(service, good, copy, empty, locked)
+    assert {docs["copy.txt"].status, docs["empty.txt"].status} == {"duplicate", "error"}
+    assert docs["locked.pdf"].error_kind == "encrypted"
+    assert service.remove_failed() == 2
+    assert sorted(d.name for d in service.documents()) == ["good.txt", "locked.pdf"]
+    assert service.remove_failed() == 0
+
+
 def test_a_changed_file_is_indexed_again(service: KnowledgeService, tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     path.write_text("# Cooling\n\nThe heatsink is made of copper.\n", encoding="utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,7 +76,7 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
     )
     rule = ('To answer in words instead: {"content": "<your answer>"}' if may_answer else
             "You must call a tool now.")
-    instruction = _PROMPT.read_text(encoding="utf-8").format(tools=listed, answer_rule=rule).strip()
+    instruction = _prompt().format(tools=listed, answer_rule=rule).strip()
     return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
                     tuple(t.function.name for t in offered))
 
@@ -105,6 +106,12 @@ def as_text(tool_calls: list[dict[str, Any]]) -> str:
             arguments = function.get("arguments")
         calls.append({"name": function.get("name"), "arguments": arguments})
     return json.dumps({"tool_calls": calls}, ensure_ascii=False)
+
+
+@cache
+def _prompt() -> str:
+    """The instruction's wording (assets/prompts/tools.txt), read once, at the first request with tools."""
+    return _PROMPT.read_text(encoding="utf-8")
 
 
 def _call_schema(tool: Tool) -> dict[str, Any]:

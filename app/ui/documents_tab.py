@@ -113,9 +113,7 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> g
         return gr.update(visible=False), *listing(sent)
 
     def on_clear(sent: list[list[Any]]) -> tuple[Any, ...]:
-        for doc in kb.documents():
-            if doc.status in ("error", "duplicate") and doc.error_kind != "encrypted":
-                kb.delete(doc.id)
+        kb.remove_failed()
         return listing(sent)
 
     def on_ask(text: str, ids: list[int] | None) -> Iterator[tuple[Any, ...]]:
