@@ -177,6 +177,8 @@ class Engine:
 
     def _prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], list[str]]:
         assert self._llm is not None and self._formatter is not None
+        if request.prompt is not None:  # a plain completion: the text as the client wrote it (special tokens too)
+            return self._llm.tokenize(request.prompt.encode("utf-8"), add_bos=True, special=True), list(request.stop)
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         try:
             formatted = self._formatter(messages=messages)  # type: ignore[arg-type]
