@@ -119,6 +119,8 @@ class ChatRequest(BaseModel):
             seed=self.seed,
             json_schema=json.dumps(tool_plan.schema) if tool_plan is not None else self._schema(),
             logprobs=self.logprobs_wanted(),
+            tools=tool_plan.tools_json if tool_plan is not None else None,
+            tools_text=tool_plan.listing if tool_plan is not None else "",
         )
 
     def _schema(self) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
-_PROMPT = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts" / "tools.txt"
+_PROMPTS = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts"
 _MAX_PARALLEL = 8
 
 
@@ -48,6 +48,8 @@ class ToolPlan:
     schema: dict[str, Any]  # what its answer is constrained to
     names: tuple[str, ...]
     may_answer: bool = False  # `auto`: the model may answer in words ({"content": ...}) instead of calling
+    listing: str = ""  # the tools described, for a model whose chat template does not render `tools`
+    tools_json: str = "[]"  # the tools offered, in OpenAI's shape, for a chat template that renders them
 
 
 def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan | None:
@@ -72,6 +74,14 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
     may_answer = choice in (None, "auto")
     speaking = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
                 "additionalProperties": False}
+    listing, instruction = _instruction(offered, may_answer)
+    return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
+                    tuple(t.function.name for t in offered), may_answer, listing,
+                    json.dumps([t.model_dump() for t in offered], ensure_ascii=False))
+
+
+def _instruction(offered: list[Tool], may_answer: bool) -> tuple[str, str]:
+    """The tools listed for a model whose template cannot show them, and how to reply (for every model)."""
     listed = "\n".join(
         f"- {t.function.name}: {t.function.description or '(no description)'}\n  arguments: "
         f"{json.dumps(t.function.parameters, ensure_ascii=False)}" for t in offered
@@ -79,9 +89,8 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
     rule = ('To answer in words instead: {"content": "..."} with your answer to the user. Once a tool\'s result '
             "is in the conversation, answer in words with it unless you need another call." if may_answer else
             "You must call a tool now.")
-    instruction = _prompt().format(tools=listed, answer_rule=rule).strip()
-    return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
-                    tuple(t.function.name for t in offered), may_answer)
+    listing = _prompt("tools.txt").format(tools=listed).strip()
+    return listing, _prompt("tools_reply.txt").format(answer_rule=rule).strip()
 
 
 def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]:
@@ -182,9 +191,9 @@ def _string_prefix(body: str) -> str:
 
 
 @cache
-def _prompt() -> str:
-    """The instruction's wording (assets/prompts/tools.txt), read once, at the first request with tools."""
-    return _PROMPT.read_text(encoding="utf-8")
+def _prompt(name: str) -> str:
+    """The instruction's wording (assets/prompts/tools*.txt), read once, at the first request with tools."""
+    return (_PROMPTS / name).read_text(encoding="utf-8")
 
 
 def _call_schema(tool: Tool) -> dict[str, Any]:
