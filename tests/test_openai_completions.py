@@ -134,6 +134,7 @@ def test_what_the_completions_api_cannot_honour_is_refused_by_name(api: openai.O
         ({"prompt": ["one", "two"]}, "prompt"),
         ({"prompt": "x", "suffix": "y"}, "suffix"),
         ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": "x", "best_of": 3}, "best_of"),
         ({"prompt": "x", "logit_bias": {"1": 3}}, "logit_bias"),
         ({"prompt": "x", "echo": True, "logprobs": 1}, "echo"),
     ]

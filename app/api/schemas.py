@@ -202,8 +202,10 @@ class CompletionRequest(BaseModel):
         return self.prompt[0]
 
     def to_engine(self, *, default_max_tokens: int, default_temperature: float) -> GenerationRequest:
-        refuse_unsupported(self.n if self.best_of in (None, 1) else self.best_of, self.model_extra,
-                           UNSUPPORTED_COMPLETION)
+        refuse_unsupported(self.n, self.model_extra, UNSUPPORTED_COMPLETION)
+        if self.best_of not in (None, 1):
+            raise ApiError(400, "best_of > 1 is not supported: send one request per answer",
+                           type_="invalid_request_error", param="best_of")
         if self.echo and self.logprobs is not None:
             raise ApiError(400, "echo with logprobs is not supported (the prompt's own log-probabilities are not "
                            "computed): leave one of them out", type_="invalid_request_error", param="echo")
