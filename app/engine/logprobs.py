@@ -1,8 +1,9 @@
 """Log-probabilities of generated tokens, read from the logits an answer's step produced.
 
-Only answers that ask for them pay for this: one pass over the vocabulary per token (a softmax and a
-partial sort; ~2 ms for Gemma's 262,144 tokens). They are the model's own distribution, before
-temperature, top_p or a grammar narrow it (as llama-server reports them by default)."""
+Only answers that ask for them pay for this: one pass over the vocabulary per token (a softmax, and a
+partial sort for the alternatives: about 0.4 ms + 1 ms with Gemma's 262,144 tokens and a top 20, on the
+shared 2-core test machine). They are the model's own distribution, before temperature, top_p or a
+grammar narrow it (as llama-server reports them by default)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ MAX_TOP = 20  # the most alternatives OpenAI's API allows (top_logprobs ≤ 20)
 def distribution(llm: Any, index: int) -> np.ndarray:
     """The log-softmax of the logits at `index` of the last batch (a copy: sampling may reuse them)."""
     pointer = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, index)
-    logits = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),)).astype(np.float64)
+    logits = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),)).copy()  # float32 is enough
     peak = logits.max()
     return logits - (peak + np.log(np.exp(logits - peak).sum()))
 
