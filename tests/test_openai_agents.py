@@ -35,14 +35,13 @@ class _AnswerAfterOneCall(RunHooks[Any]):
         agent.model_settings = dataclasses.replace(agent.model_settings, tool_choice="none")
 
 
-def weather_agent(appliance: Appliance, asked: list[str]) -> Agent[Any]:
+def weather_agent(appliance: Appliance, client: openai.AsyncOpenAI, asked: list[str]) -> Agent[Any]:
     @function_tool
     def get_weather(city: str) -> str:
         """The weather now in a city."""
         asked.append(city)
         return f"18 degrees and light rain in {city}"
 
-    client = openai.AsyncOpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
     model_id = openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY).models.list().data[0].id
     return Agent(
         name="Weather", instructions="You answer questions about the weather.", tools=[get_weather],
@@ -63,18 +62,20 @@ def ran_the_tool_then_answered(items: list[Any], final: Any) -> None:
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
 def test_an_agent_with_a_function_tool_runs_to_completion(appliance: Appliance, streamed: bool) -> None:
     asked: list[str] = []
-    agent = weather_agent(appliance, asked)
 
     async def run() -> tuple[list[Any], Any]:
-        if not streamed:
-            result = await Runner.run(agent, "What is the weather in Paris?", max_turns=3,
-                                      hooks=_AnswerAfterOneCall())
-            return result.new_items, result.final_output
-        stream = Runner.run_streamed(agent, "What is the weather in Paris?", max_turns=3,
-                                     hooks=_AnswerAfterOneCall())
-        async for _event in stream.stream_events():
-            pass
-        return stream.new_items, stream.final_output
+        async with openai.AsyncOpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0,
+                                      timeout=120) as client:
+            agent = weather_agent(appliance, client, asked)
+            if not streamed:
+                result = await Runner.run(agent, "What is the weather in Paris?", max_turns=3,
+                                          hooks=_AnswerAfterOneCall())
+                return result.new_items, result.final_output
+            stream = Runner.run_streamed(agent, "What is the weather in Paris?", max_turns=3,
+                                         hooks=_AnswerAfterOneCall())
+            async for _event in stream.stream_events():
+                pass
+            return stream.new_items, stream.final_output
 
     items, final = asyncio.run(run())
     assert len(asked) == 1 and "Paris" in asked[0]  # the model called, the SDK ran the function
