@@ -4,13 +4,16 @@ arguments always match the tool's schema, in OpenAI's shape, streamed as the cli
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonschema
 import openai
 import pytest
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+from app.engine.chat_prompt import renders_tools, with_system
 from tests.harness import API_KEY, Appliance
 
 WEATHER = {"type": "function", "function": {
@@ -133,3 +136,21 @@ def test_one_model_can_be_looked_up(api: openai.OpenAI, appliance: Appliance) ->
     assert api.models.retrieve(name).id == name
     missing = httpx.get(appliance.url + "/v1/models/gpt-9", headers={"Authorization": f"Bearer {API_KEY}"})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
+
+
+# A template that shows the tools it is given, as recent models' templates do (Qwen's, Llama 3.1's…).
+TOOLS_TEMPLATE = (
+    "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}\n{% endfor %}</tools>\n{% endif %}"
+    "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}<|assistant|>"
+)
+
+
+def test_tools_go_through_a_chat_template_that_shows_them_else_into_the_system_message() -> None:
+    gemma = (Path(__file__).resolve().parent.parent / "assets" / "chat_templates" / "gemma.jinja").read_text()
+    assert not renders_tools(Jinja2ChatFormatter(gemma, eos_token="<eos>", bos_token="<bos>"))
+    assert renders_tools(Jinja2ChatFormatter(TOOLS_TEMPLATE, eos_token="</s>", bos_token="<s>"))
+    listing = "You can call tools: get_weather"
+    assert with_system([{"role": "user", "content": "hi"}], listing)[0] == {"role": "system", "content": listing}
+    joined = with_system([{"role": "system", "content": "Reply with JSON."}, {"role": "user", "content": "hi"}],
+                         listing)
+    assert joined[0]["content"] == listing + "\n\nReply with JSON." and len(joined) == 2

@@ -19,12 +19,13 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse, format_sse_event
 
-from app.api.schemas import ApiError, ChatRequest, EmbeddingRequest
-from app.api.tools import ToolPlan, reply
+from app.api.answers import ChatShape, CompletionShape, Shape
+from app.api.schemas import ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.context import AppContext
-from app.engine.events import Done, EngineError, Event, Failed, Queued, Token
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Token, TokenLogprob
 from app.engine.ticket import Ticket
 
 _POLL_S = 0.25  # how often a waiting request looks up from the queue (and notices a disconnect)
@@ -76,23 +77,35 @@ def build_router(ctx: AppContext) -> APIRouter:
         return {"id": served, "object": "model", "created": 0, "owned_by": "quartet"}
 
     @router.post("/chat/completions", response_model=None)
-    async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse:
+    async def chat(body: ChatRequest) -> JSONResponse | EventSourceResponse:
         settings = ctx.settings
         tool_plan = body.tool_plan()
         request = body.to_engine(default_max_tokens=settings.max_tokens, default_temperature=settings.temperature,
                                  tool_plan=tool_plan)
+        shape = ChatShape(_head("chatcmpl", served), tool_plan, logprobs=body.logprobs)
+        return await answer(request, shape, stream=body.stream, options=body.stream_options)
+
+    @router.post("/completions", response_model=None)
+    async def completions(body: CompletionRequest) -> JSONResponse | EventSourceResponse:
+        request = body.to_engine(default_max_tokens=ctx.settings.max_tokens,
+                                 default_temperature=ctx.settings.temperature)
+        shape = CompletionShape(_head("cmpl", served), echo=request.prompt if body.echo else None,
+                                logprobs=body.logprobs is not None)
+        return await answer(request, shape, stream=body.stream, options=body.stream_options)
+
+    async def answer(request: GenerationRequest, shape: Shape, *, stream: bool,
+                     options: StreamOptions | None) -> JSONResponse | EventSourceResponse:
         try:
             ticket = ctx.engine.submit(request)
         except EngineError as err:
             raise api_error(err, ctx.engine.status()["queue"]["waiting"]) from err
-        answer = _Answer(ctx, ticket, served, tool_plan)
-        first = await answer.first()
+        followed = _Answer(ctx, ticket, shape)
+        first = await followed.first()
         if isinstance(first, Failed):
             raise api_error(first)
-        if body.stream:
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(answer.sse(first, include_usage), media_type="text/event-stream")
-        return JSONResponse(await answer.whole(first))
+        if stream:
+            return EventSourceResponse(followed.sse(first, bool(options and options.include_usage)))
+        return JSONResponse(await followed.whole(first))
 
     @router.post("/embeddings")
     def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
@@ -127,12 +140,10 @@ def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) 
 
 
 class _Answer:
-    """One chat completion followed from the engine's queue to the client."""
+    """One answer followed from the engine's queue to the client, in the shape of its route."""
 
-    def __init__(self, ctx: AppContext, ticket: Ticket, model: str, tool_plan: ToolPlan | None = None) -> None:
-        self.ctx, self.ticket, self.model, self.tool_plan = ctx, ticket, model, tool_plan
-        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        self.created = int(time.time())
+    def __init__(self, ctx: AppContext, ticket: Ticket, shape: Shape) -> None:
+        self.ctx, self.ticket, self.shape = ctx, ticket, shape
         self.finished = False
 
     async def next(self) -> Event:
@@ -150,78 +161,40 @@ class _Answer:
             raise
 
     async def whole(self, event: Event) -> dict[str, Any]:
-        text = ""
+        text, logprobs = "", list[TokenLogprob]()
         while isinstance(event, Token):
             text += event.text
+            logprobs += event.logprobs
             event = await self.next()
         if isinstance(event, Failed):
             raise api_error(event)
         assert isinstance(event, Done)
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        finish = _finish(event)
-        if self.tool_plan is not None:
-            content, calls = reply(text, self.tool_plan)
-            message = {"role": "assistant", "content": content} | ({"tool_calls": calls} if calls else {})
-            finish = "tool_calls" if calls else finish
-        return {
-            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": _usage(event),
-        }
+        return self.shape.whole(text, logprobs, event)
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        data = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-    async def sse(self, event: Event, include_usage: bool) -> AsyncIterator[str]:
+    async def sse(self, event: Event, include_usage: bool) -> AsyncIterator[bytes]:
         try:
-            yield self.chunk({"role": "assistant", "content": ""})
-            text = ""
+            for data in self.shape.opening():
+                yield _sse(data)
             while isinstance(event, Token):
-                text += event.text
-                if self.tool_plan is None:  # with tools, the answer is JSON: it is told once it is whole
-                    yield self.chunk({"content": event.text})
+                for data in self.shape.token(event):
+                    yield _sse(data)
                 event = await self.next()
             if isinstance(event, Failed):
-                yield f"data: {json.dumps(api_error(event).body())}\n\n"
+                yield _sse(api_error(event).body())
             elif isinstance(event, Done):
-                finish = _finish(event)
-                if self.tool_plan is not None:
-                    content, calls = reply(text, self.tool_plan)
-                    for delta in _tool_deltas(content, calls):
-                        yield self.chunk(delta)
-                    finish = "tool_calls" if calls else finish
-                yield self.chunk({}, finish)
-                if include_usage:
-                    usage = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                             "model": self.model, "choices": [], "usage": _usage(event)}
-                    yield f"data: {json.dumps(usage)}\n\n"
-            yield "data: [DONE]\n\n"
+                for data in self.shape.closing(event):
+                    yield _sse(data)
+                if include_usage:  # the last chunk: usage, no choices
+                    yield _sse(self.shape.usage_chunk(event))
+            yield format_sse_event(data_str="[DONE]")
         finally:
             if not self.finished:
                 self.ctx.engine.cancel(self.ticket)  # the client went away mid-answer
 
 
-def _tool_deltas(content: str | None, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Deltas as OpenAI streams them: each call opened with its id and name, then its arguments."""
-    if not calls:
-        return [{"content": content or ""}]
-    deltas = []
-    for index, call in enumerate(calls):
-        function = call["function"]
-        deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                       "function": {"name": function["name"], "arguments": ""}}]})
-        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
-    return deltas
+def _sse(data: dict[str, Any]) -> bytes:
+    return format_sse_event(data_str=json.dumps(data, ensure_ascii=False))
 
 
-def _finish(done: Done) -> str:
-    return "length" if done.stats.finish_reason == "length" else "stop"
-
-
-def _usage(done: Done) -> dict[str, Any]:
-    s = done.stats
-    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
-            "total_tokens": s.prompt_tokens + s.generated_tokens,
-            "prompt_tokens_details": {"cached_tokens": s.cached_tokens}}  # KV a slot already held
+def _head(prefix: str, model: str) -> dict[str, Any]:
+    return {"id": f"{prefix}-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": model}

@@ -59,7 +59,7 @@ class StreamOptions(BaseModel):
 
 # Known OpenAI options that would change the answer's meaning and that the appliance cannot honour:
 # refused by name rather than silently dropped. Any other unknown option is ignored.
-UNSUPPORTED = ("logit_bias", "logprobs", "top_logprobs", "functions", "function_call", "audio", "prediction")
+UNSUPPORTED = ("logit_bias", "functions", "function_call", "audio", "prediction")
 
 
 class ChatRequest(BaseModel):
@@ -79,15 +79,21 @@ class ChatRequest(BaseModel):
     tools: list[calling.Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool = True
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
 
     def refuse_unsupported(self) -> None:
-        if self.n != 1:
-            raise ApiError(400, "n > 1 is not supported: send one request per answer", type_="invalid_request_error",
-                           param="n")
-        given = [name for name in UNSUPPORTED if (self.model_extra or {}).get(name) not in (None, False, {}, [])]
-        if given:
-            raise ApiError(400, f"{', '.join(given)}: not supported by this appliance (leave it out)",
-                           type_="invalid_request_error", param=given[0])
+        refuse_unsupported(self.n, self.model_extra, UNSUPPORTED)
+        if self.top_logprobs and not self.logprobs:
+            raise ApiError(400, "top_logprobs needs logprobs: true", type_="invalid_request_error",
+                           param="top_logprobs")
+        if self.logprobs and self.tools and self.tool_choice != "none":
+            raise ApiError(400, "logprobs cannot be combined with tools here (the tokens would be those of the "
+                           "calls' JSON): leave one of them out", type_="invalid_request_error", param="logprobs")
+
+    def logprobs_wanted(self) -> int | None:
+        """None: no log-probabilities; else each token's, with this many alternatives."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     def tool_plan(self) -> calling.ToolPlan | None:
         try:
@@ -98,7 +104,6 @@ class ChatRequest(BaseModel):
     def to_engine(self, *, default_max_tokens: int, default_temperature: float,
                   tool_plan: calling.ToolPlan | None = None) -> GenerationRequest:
         self.refuse_unsupported()
-        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         messages = [m.for_model() for m in self.messages]
         if tool_plan is not None:
             messages.insert(0, Message("system", tool_plan.instruction))
@@ -110,9 +115,12 @@ class ChatRequest(BaseModel):
             max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens,
             temperature=default_temperature if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
-            stop=tuple(s for s in stops if s),
+            stop=_stops(self.stop),
             seed=self.seed,
             json_schema=json.dumps(tool_plan.schema) if tool_plan is not None else self._schema(),
+            logprobs=self.logprobs_wanted(),
+            tools=tool_plan.tools_json if tool_plan is not None else None,
+            tools_text=tool_plan.listing if tool_plan is not None else "",
         )
 
     def _schema(self) -> str | None:
@@ -126,6 +134,21 @@ class ChatRequest(BaseModel):
             raise ApiError(400, "response_format.json_schema.schema must be a JSON schema object",
                            type_="invalid_request_error", param="response_format")
         return json.dumps(schema)
+
+
+def refuse_unsupported(n: int, extra: dict[str, Any] | None, unsupported: tuple[str, ...]) -> None:
+    """400 naming what the appliance cannot honour: n > 1, or any of `unsupported` given a value."""
+    if n != 1:
+        raise ApiError(400, "n > 1 is not supported: send one request per answer", type_="invalid_request_error",
+                       param="n")
+    given = [name for name in unsupported if (extra or {}).get(name) not in (None, False, {}, [], "")]
+    if given:
+        raise ApiError(400, f"{', '.join(given)}: not supported by this appliance (leave it out)",
+                       type_="invalid_request_error", param=given[0])
+
+
+def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
+    return tuple(s for s in ([stop] if isinstance(stop, str) else list(stop or [])) if s)
 
 
 def _alternating(messages: list[Message]) -> tuple[Message, ...]:
@@ -146,3 +169,56 @@ class EmbeddingRequest(BaseModel):
     model: str
     input: str | list[str] = Field(min_length=1)
     encoding_format: Literal["float", "base64"] = "float"
+
+
+# Options of /v1/completions refused by name (as for chat); best_of > 1 and n > 1 are refused as well.
+UNSUPPORTED_COMPLETION = ("logit_bias", "suffix")
+
+
+class CompletionRequest(BaseModel):
+    """A plain text completion (/v1/completions): the prompt is the model's input as written, no chat template."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str
+    prompt: str | list[str]
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    seed: int | None = None
+    echo: bool = False
+    logprobs: int | None = Field(None, ge=0, le=5)
+    n: int = 1
+    best_of: int | None = None
+
+    def text(self) -> str:
+        if isinstance(self.prompt, str):
+            return self.prompt
+        if len(self.prompt) != 1:
+            raise ApiError(400, f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
+                           type_="invalid_request_error", param="prompt")
+        return self.prompt[0]
+
+    def to_engine(self, *, default_max_tokens: int, default_temperature: float) -> GenerationRequest:
+        refuse_unsupported(self.n, self.model_extra, UNSUPPORTED_COMPLETION)
+        if self.best_of not in (None, 1):
+            raise ApiError(400, "best_of > 1 is not supported: send one request per answer",
+                           type_="invalid_request_error", param="best_of")
+        if self.echo and self.logprobs is not None:
+            raise ApiError(400, "echo with logprobs is not supported (the prompt's own log-probabilities are not "
+                           "computed): leave one of them out", type_="invalid_request_error", param="echo")
+        prompt = self.text()
+        if not prompt:
+            raise ApiError(400, "prompt is empty", type_="invalid_request_error", param="prompt")
+        return GenerationRequest(
+            messages=(),
+            prompt=prompt,
+            max_tokens=self.max_tokens or default_max_tokens,
+            temperature=default_temperature if self.temperature is None else self.temperature,
+            top_p=1.0 if self.top_p is None else self.top_p,
+            stop=_stops(self.stop),
+            seed=self.seed,
+            logprobs=self.logprobs,
+        )

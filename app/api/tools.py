@@ -9,6 +9,7 @@ calls and their results are written back into the conversation as text."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from functools import cache
@@ -18,7 +19,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
-_PROMPT = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts" / "tools.txt"
+_PROMPTS = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts"
 _MAX_PARALLEL = 8
 
 
@@ -46,6 +47,9 @@ class ToolPlan:
     instruction: str  # goes to the model as (part of) the system message
     schema: dict[str, Any]  # what its answer is constrained to
     names: tuple[str, ...]
+    may_answer: bool = False  # `auto`: the model may answer in words ({"content": ...}) instead of calling
+    listing: str = ""  # the tools described, for a model whose chat template does not render `tools`
+    tools_json: str = "[]"  # the tools offered, in OpenAI's shape, for a chat template that renders them
 
 
 def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan | None:
@@ -70,23 +74,35 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
     may_answer = choice in (None, "auto")
     speaking = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
                 "additionalProperties": False}
+    listing, instruction = _instruction(offered, may_answer)
+    return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
+                    tuple(t.function.name for t in offered), may_answer, listing,
+                    json.dumps([t.model_dump() for t in offered], ensure_ascii=False))
+
+
+def _instruction(offered: list[Tool], may_answer: bool) -> tuple[str, str]:
+    """The tools listed for a model whose template cannot show them, and how to reply (for every model)."""
     listed = "\n".join(
         f"- {t.function.name}: {t.function.description or '(no description)'}\n  arguments: "
         f"{json.dumps(t.function.parameters, ensure_ascii=False)}" for t in offered
     )
-    rule = ('To answer in words instead: {"content": "<your answer>"}' if may_answer else
+    rule = ('To answer in words instead: {"content": "..."} with your answer to the user. Once a tool\'s result '
+            "is in the conversation, answer in words with it unless you need another call." if may_answer else
             "You must call a tool now.")
-    instruction = _prompt().format(tools=listed, answer_rule=rule).strip()
-    return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
-                    tuple(t.function.name for t in offered))
+    listing = _prompt("tools.txt").format(tools=listed).strip()
+    return listing, _prompt("tools_reply.txt").format(answer_rule=rule).strip()
 
 
 def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]:
     """The answer's words, or its tool calls in OpenAI's shape (ids made here, arguments as JSON text)."""
     try:
         answer = json.loads(text)
-    except ValueError:  # cut by max_tokens: what was written, as words
-        return text, []
+    except ValueError:  # cut by max_tokens: the calls written whole, else what was written, as words
+        words = Words()
+        words.feed(text)
+        answer = {"tool_calls": whole} if (whole := _whole_calls(text)) else None
+        if answer is None:
+            return (words.sent if words.speaking else text), []
     if isinstance(answer, dict) and isinstance(answer.get("tool_calls"), list):
         calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
                   "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
@@ -108,10 +124,76 @@ def as_text(tool_calls: list[dict[str, Any]]) -> str:
     return json.dumps({"tool_calls": calls}, ensure_ascii=False)
 
 
+_CALLS = re.compile(r'\s*\{\s*"tool_calls"\s*:\s*\[')
+
+
+def _whole_calls(text: str) -> list[dict[str, Any]]:
+    """The calls of a `{"tool_calls": [...` answer cut short that were written whole (the grammar made each
+    valid): a model that repeats its call until max_tokens still gets its calls run."""
+    opened = _CALLS.match(text)
+    if opened is None:
+        return []
+    decoder, at, calls = json.JSONDecoder(), opened.end(), list[dict[str, Any]]()
+    while True:
+        try:
+            call, at = decoder.raw_decode(text, at + len(text[at:]) - len(text[at:].lstrip()))
+        except ValueError:
+            return calls
+        calls.append(call)
+        rest = text[at:].lstrip()
+        if not rest.startswith(","):
+            return calls
+        at = len(text) - len(rest) + 1
+
+
+_KEY = re.compile(r'\s*\{\s*"([a-z_]*)"\s*:\s*"?')
+
+
+class Words:
+    """The words of an answer under `auto` while it streams: the JSON string of `{"content": "..."}`
+    decoded as far as it has arrived, so a text answer streams like one without tools. An answer that
+    turns out to be tool calls gives nothing here (it is sent whole once it has been parsed)."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.speaking: bool | None = None  # None: not known yet (the first key has not arrived)
+        self.start = 0  # where the string's characters begin in `raw`
+        self.sent = ""  # the words decoded so far
+
+    def feed(self, text: str) -> str:
+        """Take the next piece of the answer; the words it completes (maybe none)."""
+        self.raw += text
+        if self.speaking is None:
+            key = _KEY.match(self.raw)
+            if key is None or (key.group(1) == "content" and not key.group(0).endswith('"')):
+                return ""
+            self.speaking, self.start = key.group(1) == "content", key.end()
+        if not self.speaking:
+            return ""
+        words = _string_prefix(self.raw[self.start :])
+        piece, self.sent = words[len(self.sent) :], words
+        return piece
+
+
+def _string_prefix(body: str) -> str:
+    """The decoded text of a JSON string's body up to its closing quote or the last whole escape."""
+    i, whole = 0, []
+    while i < len(body) and body[i] != '"':
+        size = 1 if body[i] != "\\" else (6 if body[i + 1 : i + 2] == "u" else 2)
+        if size == 6 and body[i + 2 : i + 3].lower() == "d" and body[i + 3 : i + 4].lower() in "89ab":
+            size = 12  # a surrogate pair's first half: wait for the second
+        if i + size > len(body):
+            break
+        whole.append(body[i : i + size])
+        i += size
+    text: str = json.loads('"' + "".join(whole) + '"', strict=False)
+    return text
+
+
 @cache
-def _prompt() -> str:
-    """The instruction's wording (assets/prompts/tools.txt), read once, at the first request with tools."""
-    return _PROMPT.read_text(encoding="utf-8")
+def _prompt(name: str) -> str:
+    """The instruction's wording (assets/prompts/tools*.txt), read once, at the first request with tools."""
+    return (_PROMPTS / name).read_text(encoding="utf-8")
 
 
 def _call_schema(tool: Tool) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import llama_cpp
 
+from app.engine import logprobs
 from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.grammar import grammar_for
 from app.engine.slots import Answer, Batch, Sampler, Slot, common_prefix
@@ -65,7 +66,8 @@ class Batcher:
         cached = self._keep_prefix(slot, prompt)
         sampler = Sampler(self.llm, request, grammar, check_picked=check_picked)
         budget = min(request.max_tokens, self.max_tokens, room)
-        slot.answer = Answer(job_id=job_id, prompt=prompt, stops=stops, budget=budget, sampler=sampler, cached=cached)
+        slot.answer = Answer(job_id=job_id, prompt=prompt, stops=stops, budget=budget, sampler=sampler, cached=cached,
+                             want_logprobs=request.logprobs)
 
     def _keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
         """Drop what the slot's sequence holds beyond the prefix it shares with `prompt`."""
@@ -137,10 +139,13 @@ class Batcher:
         return index
 
     def _sample(self, slot: Slot, answer: Answer) -> Emitted:
+        top = answer.want_logprobs
+        dist = logprobs.distribution(self.llm, answer.logits_at) if top is not None else None
         token = answer.sampler.sample(self.llm._ctx.ctx, answer.logits_at)
         answer.logits_at = -1
         end = bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
-        events, over = answer.take(token, piece=b"" if end else self.llm.detokenize([token]), end=end)
+        chosen = logprobs.of(self.llm, dist, token, top or 0) if dist is not None and not end else None
+        events, over = answer.take(token, piece=b"" if end else self.llm.detokenize([token]), end=end, logprob=chosen)
         if over:
             return self._end(slot, events)
         return [(answer.job_id, event) for event in events]

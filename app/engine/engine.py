@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import llama_cpp
 from llama_cpp import _internals as llama_internals
 from llama_cpp import llama_chat_format
 
-from app.engine import ggml, placement
+from app.engine import chat_prompt, ggml, placement
 from app.engine.batcher import Batcher, Emit, Inbox, serve
 from app.engine.cards import check_cards
 from app.engine.engine_config import EngineConfig
@@ -83,6 +85,7 @@ class Engine:
         self.config = config
         self._llm: llama_cpp.Llama | None = None
         self._formatter: llama_chat_format.Jinja2ChatFormatter | None = None
+        self._template_tools = False  # the chat template renders a request's `tools` itself
         self.info: ModelInfo | None = None
         self.check_picked_token = True  # constrained answers: check the picked token, not the vocabulary
         self.last_refused = 0  # tokens the grammar refused in the last constrained answer
@@ -125,6 +128,7 @@ class Engine:
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)
         self._formatter = self._make_formatter(self._llm)
+        self._template_tools = chat_prompt.renders_tools(self._formatter)
         self.info = ModelInfo(
             name=cfg.model_name,
             path=str(cfg.model_path),
@@ -177,9 +181,16 @@ class Engine:
 
     def _prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], list[str]]:
         assert self._llm is not None and self._formatter is not None
+        if request.prompt is not None:  # a plain completion: the text as the client wrote it (special tokens too)
+            return self._llm.tokenize(request.prompt.encode("utf-8"), add_bos=True, special=True), list(request.stop)
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        shown: dict[str, Any] = {}
+        if request.tools is not None and self._template_tools:
+            shown["tools"] = json.loads(request.tools)
+        elif request.tools_text:
+            messages = chat_prompt.with_system(messages, request.tools_text)
         try:
-            formatted = self._formatter(messages=messages)  # type: ignore[arg-type]
+            formatted = self._formatter(messages=messages, **shown)  # type: ignore[arg-type]
         except Exception as err:  # jinja raises its own errors for unsupported message orders
             raise EngineError(f"the model's chat template refused this conversation: {err}", kind="request") from err
         tokens = self._llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=False, special=True)

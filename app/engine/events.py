@@ -27,6 +27,10 @@ class GenerationRequest:
     seed: int | None = None
     json_schema: str | None = None  # constrain the answer to JSON matching this schema ("{}" = any object)
     background: bool = False  # batch work (extraction, summary parts): takes at most `background_slots` slots
+    prompt: str | None = None  # a plain text completion: this text tokenized as is (no chat template, no messages)
+    logprobs: int | None = None  # report each token's log-probability and this many likeliest alternatives
+    tools: str | None = None  # tools offered (OpenAI's JSON): given to a chat template that renders `tools`
+    tools_text: str = ""  # else these words describing them go first in the system message
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,19 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log-probability under the model, with the likeliest alternatives."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...]
+    top: tuple[tuple[str, float, tuple[int, ...]], ...] = ()  # (token, logprob, bytes), likeliest first
+
+
+@dataclass(frozen=True)
 class Token:
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()  # the tokens this text came from, when the request asked for them
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
-from app.engine.events import Done, Event, GenerationRequest, Stats, Token
+from app.engine.events import Done, Event, GenerationRequest, Stats, Token, TokenLogprob
 from app.engine.grammar import GrammarFirstChecked
 from app.engine.stops import StopScanner
 
@@ -55,7 +55,8 @@ class Answer:
     """One answer's progress: prompt fed so far, tokens generated, text held back by stop strings."""
 
     def __init__(
-        self, *, job_id: int, prompt: list[int], stops: list[str], budget: int, sampler: Sampler, cached: int
+        self, *, job_id: int, prompt: list[int], stops: list[str], budget: int, sampler: Sampler, cached: int,
+        want_logprobs: int | None = None,
     ) -> None:
         self.job_id = job_id
         self.prompt = prompt
@@ -72,12 +73,16 @@ class Answer:
         self.started = time.monotonic()
         self.first_at: float | None = None
         self.prompt_done: float | None = None
+        self.want_logprobs = want_logprobs  # None: none; else each token's, with this many alternatives
+        self.logprobs: list[TokenLogprob] = []  # of tokens taken whose text has not gone out yet
 
     @property
     def prefilling(self) -> bool:
         return self.fed < len(self.prompt)
 
-    def take(self, token: int, *, piece: bytes, end: bool) -> tuple[list[Event], bool]:
+    def take(
+        self, token: int, *, piece: bytes, end: bool, logprob: TokenLogprob | None = None
+    ) -> tuple[list[Event], bool]:
         """Take a sampled token: the events it gives and whether the answer is over."""
         if self.prompt_done is None:
             self.prompt_done = time.monotonic()
@@ -85,8 +90,10 @@ class Answer:
             return self.finish("stop"), True
         self.generated += 1
         self.first_at = self.first_at or time.monotonic()
+        if logprob is not None:
+            self.logprobs.append(logprob)
         text, hit = self.scanner.feed(self.decoder.decode(piece))
-        events: list[Event] = [Token(text)] if text else []
+        events: list[Event] = [self._token(text)] if text else []
         if hit:
             return [*events, *self.finish("stop")], True
         if self.generated >= self.budget:
@@ -98,7 +105,12 @@ class Answer:
         """The end of the answer; unless a stop string ended it, the text held back comes first."""
         tail = self.scanner.flush() if reason != "stop" else ""
         done = Done(self.stats(reason))
-        return [Token(tail), done] if tail else [done]
+        return [self._token(tail), done] if tail else [done]
+
+    def _token(self, text: str) -> Token:
+        """Text going out, with the log-probabilities of the tokens it came from (when asked)."""
+        logprobs, self.logprobs = tuple(self.logprobs), []
+        return Token(text, logprobs)
 
     def stats(self, reason: str) -> Stats:
         finished = time.monotonic()

@@ -1,0 +1,82 @@
+"""A real agent framework as the appliance's client: the OpenAI Agents SDK (`openai-agents`), set up as
+docs/api.md tells, runs an agent with one Python function tool to completion, streamed and not.
+
+The demo model (270M) is too small to decide by itself when to call and when to stop: the first turn
+forces the call (`tool_choice` naming the tool), and a run hook sets `tool_choice: "none"` once the tool
+has run, so the second turn must answer in words. Everything else — the tool's schema, the call and its
+arguments, the `role: tool` result, the final answer — goes through the SDK and /v1 as for any model."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import openai
+import pytest
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    RunHooks,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
+
+from tests.harness import API_KEY, Appliance
+
+set_tracing_disabled(True)  # the SDK would otherwise send traces to OpenAI
+
+
+class _AnswerAfterOneCall(RunHooks[Any]):
+    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Any, result: str) -> None:
+        agent.model_settings = dataclasses.replace(agent.model_settings, tool_choice="none")
+
+
+def weather_agent(appliance: Appliance, client: openai.AsyncOpenAI, asked: list[str]) -> Agent[Any]:
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather now in a city."""
+        asked.append(city)
+        return f"18 degrees and light rain in {city}"
+
+    model_id = openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY).models.list().data[0].id
+    return Agent(
+        name="Weather", instructions="You answer questions about the weather.", tools=[get_weather],
+        model=OpenAIChatCompletionsModel(model=model_id, openai_client=client),
+        model_settings=ModelSettings(tool_choice="get_weather", parallel_tool_calls=False, temperature=0,
+                                     max_tokens=48),
+        reset_tool_choice=False,  # the hook decides
+    )
+
+
+def ran_the_tool_then_answered(items: list[Any], final: Any) -> None:
+    kinds = [type(item) for item in items]
+    assert kinds == [ToolCallItem, ToolCallOutputItem, MessageOutputItem], kinds
+    assert "18 degrees" in str(items[1].output)
+    assert isinstance(final, str) and final.strip()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_an_agent_with_a_function_tool_runs_to_completion(appliance: Appliance, streamed: bool) -> None:
+    asked: list[str] = []
+
+    async def run() -> tuple[list[Any], Any]:
+        async with openai.AsyncOpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0,
+                                      timeout=120) as client:
+            agent = weather_agent(appliance, client, asked)
+            if not streamed:
+                result = await Runner.run(agent, "What is the weather in Paris?", max_turns=3,
+                                          hooks=_AnswerAfterOneCall())
+                return result.new_items, result.final_output
+            stream = Runner.run_streamed(agent, "What is the weather in Paris?", max_turns=3,
+                                         hooks=_AnswerAfterOneCall())
+            async for _event in stream.stream_events():
+                pass
+            return stream.new_items, stream.final_output
+
+    items, final = asyncio.run(run())
+    assert len(asked) == 1 and "Paris" in asked[0]  # the model called, the SDK ran the function
+    ran_the_tool_then_answered(items, final)
