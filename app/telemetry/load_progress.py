@@ -33,7 +33,7 @@ class LoadProgress:
 
     def rows(self) -> list[dict[str, Any]]:
         """Per card while a model loads (else []): loaded and expected GiB and the percentage, or pct None."""
-        if self.engine.status()["state"] != "loading":
+        if self.engine.status().state != "loading":
             return []
         config = self.engine.config
         key = (str(config.model_path), len(config.cards), config.tensor_split)
