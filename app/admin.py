@@ -26,6 +26,7 @@ from app.settings import Settings
 from app.telemetry.load_progress import LoadProgress
 from app.telemetry.ping import ping
 from app.telemetry.service import Telemetry
+from app.telemetry.views import LoadRow
 
 APP_ROOT = Path(__file__).resolve().parent.parent
 _SESSION_S = 8 * 3600
@@ -231,7 +232,7 @@ class AdminService:
         self.check(token)
         return self._apply(self.engine.config, who=who, action="restart engine")
 
-    def load_progress(self) -> list[dict[str, Any]]:
+    def load_progress(self) -> list[LoadRow]:
         """While a model loads: per card, how much of its share of the weights has arrived (else [])."""
         return self._progress.rows()
 

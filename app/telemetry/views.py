@@ -56,6 +56,16 @@ class ApplianceStatus(EngineStatus):
         return cls.model_validate({**dict(engine), "cards": cards, "thermal": thermal})
 
 
+class LoadRow(Frozen):
+    """One card while a model loads: memory it gained against its share of the weights (None: no reading)."""
+
+    card: int
+    endpoint: str
+    loaded_gib: float | None = None
+    expected_gib: float | None = None
+    pct: int | None = None
+
+
 class Health(BaseModel):
     """`GET /health`."""
 

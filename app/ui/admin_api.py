@@ -55,7 +55,7 @@ def register(admin: AdminService) -> None:
 
     def load_progress() -> list[dict[str, Any]]:
         """While a model loads: per card, memory gained at the card against its share of the weights."""
-        return admin.load_progress()
+        return [row.model_dump() for row in admin.load_progress()]
 
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)

@@ -160,11 +160,10 @@ def _live(status: ApplianceStatus) -> str:
 
 def _progress(admin: AdminService, status: ApplianceStatus) -> str:
     lines = [f"⏳ {status.message}"]
-    for card in admin.load_progress():
+    for row in admin.load_progress():
         lines.append(
-            f"- card {card['card']} ({card['endpoint']}): no memory reading" if card["pct"] is None else
-            f"- card {card['card']} ({card['endpoint']}): {card['loaded_gib']} of ≈{card['expected_gib']} GiB "
-            f"({card['pct']} %)"
+            f"- card {row.card} ({row.endpoint}): no memory reading" if row.pct is None else
+            f"- card {row.card} ({row.endpoint}): {row.loaded_gib} of ≈{row.expected_gib} GiB ({row.pct} %)"
         )
     return "\n".join(lines)
 
