@@ -120,3 +120,13 @@ def test_the_metrics_registry_is_the_apps_own() -> None:
 
     metrics.registry(lambda: status_with("127.0.0.1:1", "demo"), dict)
     assert "quartet_card_up" not in {m.name for m in REGISTRY.collect()}
+
+
+def test_the_header_and_the_cards_tab_show_the_slots_and_the_aggregate_rate() -> None:
+    from app.ui import display, panels
+
+    status = status_with("127.0.0.1:1", "demo")
+    assert "3 running · 2 waiting · 41.5 tok/s" in display.header_html(status)
+    overall = panels.overall(status)
+    assert "3 of 4 slots running · 2 waiting" in overall and "decode 41.5 tok/s (live, all answers)" in overall
+    assert "card 0" in panels.card_strip(status) and "layers 0–1" in panels.card_strip(status)
