@@ -111,8 +111,8 @@ def test_metrics_keep_their_names_and_add_slots_and_cache() -> None:
     assert value["quartet_engine_tokens_generated"] == 10 and value["quartet_engine_cancelled"] == 1
     assert (value["quartet_engine_running_answers"], value["quartet_engine_slots"]) == (3, 4)
     assert value["quartet_engine_queue_length"] == 2 and value["quartet_engine_aggregate_tokens_per_second"] == 41.5
-    assert value["quartet_engine_prefix_cache_hits"] == 7 and value["quartet_engine_cached_prompt_tokens"] == 1234
-    assert value["quartet_engine_host_cache_bytes"] == 4096 and value["quartet_card_layers"] == 2
+    assert value["quartet_engine_prefix_hits"] == 7 and value["quartet_engine_cached_tokens"] == 1234
+    assert value["quartet_engine_kv_host_bytes"] == 4096 and value["quartet_card_layers"] == 2
 
 
 def test_the_metrics_registry_is_the_apps_own() -> None:

@@ -156,8 +156,9 @@ class Fit:
 
 def needs(config: EngineConfig) -> tuple[GgufInfo, list[CardNeed]]:
     """What each card of `config` must hold: its weights as llama's layer split places them, its
-    layers' KV cache for `parallel` slots of `n_ctx` tokens (every layer counted at full context; a
-    sliding-window layer holds less, so this errs toward refusing) and buffers."""
+    layers' KV cache for `parallel` slots of `n_ctx` tokens (every layer at full context: with several
+    sequences in one cache llama.cpp keeps sliding-window layers full-size too — "using full-size SWA
+    cache" in its load log) and buffers."""
     if config.kv_type not in _KV_BYTES:
         raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_BYTES)}", kind="request")
     header = _header(config.model_path)

@@ -35,11 +35,11 @@ _COUNTERS = [
     ("engine_cancelled", "Answers stopped before their end.", "cancelled"),
 ]
 _CACHE_COUNTERS: list[tuple[str, str, Callable[[ApplianceStatus], float]]] = [
-    ("engine_prefix_cache_hits", "Answers that found the start of their prompt in a slot's KV cache.",
+    ("engine_prefix_hits", "Answers that found the start of their prompt in a slot's KV cache.",
      lambda s: s.prefix_hits),
-    ("engine_host_cache_restores", "Conversations whose KV cache was restored from host memory.",
+    ("engine_host_restores", "Conversations whose KV cache was restored from host memory.",
      lambda s: s.host_restores),
-    ("engine_cached_prompt_tokens", "Prompt tokens taken from a cache instead of computed again.",
+    ("engine_cached_tokens", "Prompt tokens taken from a cache instead of computed again.",
      lambda s: s.cached_tokens_total),
 ]
 
@@ -59,9 +59,9 @@ def _gauges(status: ApplianceStatus) -> list[tuple[str, str, float]]:
          float(last.get("ttft_s", 0.0))),
         ("engine_thermal_hold", "Whether new answers wait for a hot card (1) or not (0).",
          1 if status.thermal.hold else 0),
-        ("engine_host_cache_bytes", "KV cache kept in host memory for conversations that left their slot.",
+        ("engine_kv_host_bytes", "KV cache kept in host memory for conversations that left their slot.",
          status.kv_host_bytes),
-        ("engine_host_cache_entries", "Conversations whose KV cache is kept in host memory.", status.kv_host_entries),
+        ("engine_kv_host_entries", "Conversations whose KV cache is kept in host memory.", status.kv_host_entries),
     ]
 
 
