@@ -17,7 +17,7 @@ from app.admin import AdminService
 from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.context import AppContext
-from app.database import Locked, open_database
+from app.database import Database
 from app.engine.engine_config import EngineConfig
 from app.engine.service import EngineService
 from app.extraction.extractor import Extractor
@@ -58,7 +58,7 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 
 def build_context(settings: Settings) -> AppContext:
-    database = Locked(open_database(settings.db_path))
+    database = Database(settings.db_path)  # every store's: a reader per thread, one writer
     engine = EngineService(
         engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue,
         background_slots=settings.background_slots,
@@ -92,10 +92,7 @@ def build_context(settings: Settings) -> AppContext:
         read_memory_mb=settings.doc_memory_mb, max_unpacked_mb=settings.doc_max_unpacked_mb,
         max_pages=settings.doc_max_pages, max_chunks=settings.doc_max_chunks, large_file_mb=settings.large_file_mb,
     )  # fmt: skip
-    # its own connection: long indexing transactions must not make chat writes wait on a shared lock
-    knowledge = KnowledgeService(
-        Locked(open_database(settings.db_path)), embedder, kb_dir=settings.kb_dir, options=options
-    )
+    knowledge = KnowledgeService(database, embedder, kb_dir=settings.kb_dir, options=options)
     extractor = Extractor(knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens,
                           timeout_s=settings.extraction_timeout_s)
     extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)

@@ -15,7 +15,7 @@ import sqlite_utils
 
 from app.admin_input import checked_settings
 from app.auth import LoginThrottle, verify_password
-from app.database import Locked, Migration, migrate, now
+from app.database import Database, now
 from app.engine import catalog
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
@@ -36,16 +36,18 @@ class AdminDenied(PermissionError):
     pass
 
 
+MIGRATIONS = sqlite_utils.Migrations("admin")
+
+
+@MIGRATIONS(name="001_admin_log")
 def _m001_admin_log(db: sqlite_utils.Database) -> None:
     db.table("admin_log").create({"id": int, "at": str, "who": str, "action": str, "detail": str, "ok": int}, pk="id")
 
 
-MIGRATIONS: list[Migration] = [("001_admin_log", _m001_admin_log)]
-
 
 class AdminService:
-    def __init__(self, *, database: Locked, engine: EngineService, telemetry: Telemetry, settings: Settings) -> None:
-        self._db, self._lock = database.db, database.lock
+    def __init__(self, *, database: Database, engine: EngineService, telemetry: Telemetry, settings: Settings) -> None:
+        self._database = database
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
         self._sessions: dict[str, float] = {}
         self._sessions_lock = threading.Lock()
@@ -53,8 +55,7 @@ class AdminService:
         self._jobs = Jobs()
         self._progress = LoadProgress(engine, health_url=settings.health_url, layer_bytes=lambda: {
             card.endpoint: card.layer_bytes for card in telemetry.status().cards})
-        with self._lock:
-            migrate(self._db, "admin", MIGRATIONS)
+        database.migrate(MIGRATIONS)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -255,15 +256,14 @@ class AdminService:
     # -- the log ----------------------------------------------------------------------------
 
     def record(self, who: str, action: str, detail: str, *, ok: bool = True) -> None:
-        with self._lock, self._db.conn:
-            self._db.table("admin_log").insert({"at": now(), "who": who, "action": action, "detail": detail,
-                                                "ok": int(ok)})
+        with self._database.atomic() as db:
+            db.table("admin_log").insert({"at": now(), "who": who, "action": action, "detail": detail, "ok": int(ok)})
 
     def log(self, token: str | None, limit: int = 50) -> list[dict[str, Any]]:
         """Admin only: the latest entries of the admin log, newest first."""
         self.check(token)
-        with self._lock:
-            return list(self._db.table("admin_log").rows_where(order_by="id desc", limit=limit))
+        with self._database.read() as db:
+            return list(db.table("admin_log").rows_where(order_by="id desc", limit=limit))
 
 
 def _valid_endpoints(endpoints: list[str]) -> list[str]:

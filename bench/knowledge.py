@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.database import Locked, open_database  # noqa: E402
+from app.database import Database  # noqa: E402
 from app.knowledge.chunking import Chunk  # noqa: E402
 from app.knowledge.embedder import Embedder  # noqa: E402
 from app.knowledge.fts import text_search  # noqa: E402
@@ -77,7 +77,7 @@ def raw_ingestion(embedder: Embedder, chunks: list[str]) -> float:
 
 def app_ingestion(embedder: Embedder, folder: Path) -> tuple[float, int, list[str]]:
     """KnowledgeService end to end on a fresh database: (seconds, pages, chunk texts)."""
-    service = KnowledgeService(Locked(open_database(folder / "bench.db")), embedder, kb_dir=None)
+    service = KnowledgeService(Database(folder / "bench.db"), embedder, kb_dir=None)
     service.start()
     started = time.perf_counter()
     service.ingest_paths([GEOTOPO])
@@ -144,7 +144,7 @@ def bench_search(embedder: Embedder, sizes: list[int], queries: int) -> None:
     print(f"2. hybrid search, {queries} queries (the question set, repeated), k=5")
     for size in sizes:
         with tempfile.TemporaryDirectory() as folder:
-            store = KnowledgeStore(Locked(open_database(Path(folder) / "bench.db")), model=embedder.name)
+            store = KnowledgeStore(Database(Path(folder) / "bench.db"), model=embedder.name)
             started = time.perf_counter()
             mixture = topic_mixture(size + queries, rng)
             blocks = build_index(store, mixture[:size], rng)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from app.__main__ import PROMPTS, engine_config  # noqa: E402
-from app.database import Locked, open_database  # noqa: E402
+from app.database import Database  # noqa: E402
 from app.engine.service import EngineService  # noqa: E402
 from app.knowledge.embedder import Embedder  # noqa: E402
 from app.knowledge.options import KnowledgeOptions  # noqa: E402
@@ -51,7 +51,7 @@ def main() -> int:
     cards = CardProcesses(settings, log_dir=work)
     cards.start_all()
     engine = EngineService(engine_config(settings), isolated=True)
-    knowledge = KnowledgeService(Locked(open_database(settings.db_path)), Embedder.packaged(), kb_dir=None,
+    knowledge = KnowledgeService(Database(settings.db_path), Embedder.packaged(), kb_dir=None,
                                  options=KnowledgeOptions(watch=False))
     try:
         engine.start()

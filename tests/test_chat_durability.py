@@ -14,7 +14,7 @@ from gradio_client.exceptions import AppError
 
 from app.chat.service import model_history
 from app.chat.store import ChatStore, StoredMessage
-from app.database import Locked, open_database
+from app.database import Database
 from tests.harness import Appliance
 
 
@@ -41,12 +41,12 @@ def test_only_answered_questions_go_back_to_the_model() -> None:
 
 
 def test_an_answer_being_written_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:
-    store = ChatStore(Locked(open_database(tmp_path / "q.db")))
+    store = ChatStore(Database(tmp_path / "q.db"))
     cid = store.create("", owner="browser:a")
     store.add(cid, "user", "hello")
     answer = store.add(cid, "assistant", "Hel", status="streaming")
     store.update(answer, "Hello the", status="streaming")
-    again = ChatStore(Locked(open_database(tmp_path / "q.db")))
+    again = ChatStore(Database(tmp_path / "q.db"))
     assert again.mark_interrupted() == 1
     last = again.messages(cid)[-1]
     assert (last.content, last.status) == ("Hello the", "interrupted")

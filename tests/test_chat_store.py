@@ -7,13 +7,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Migrations
 
 from app.chat.store import ChatStore
-from app.database import Locked, migrate, open_database
+from app.database import Database
 
 
 def store(path: Path) -> ChatStore:
-    return ChatStore(Locked(open_database(path)))
+    return ChatStore(Database(path))
 
 
 def test_conversation_round_trip_survives_reopening(tmp_path: Path) -> None:
@@ -33,18 +34,23 @@ def test_conversation_round_trip_survives_reopening(tmp_path: Path) -> None:
 
 
 def test_database_is_wal_with_a_busy_timeout(tmp_path: Path) -> None:
-    db = open_database(tmp_path / "q.db")
-    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+    database = Database(tmp_path / "q.db")
+    with database.atomic() as writer, database.read() as reader:
+        for db in (writer, reader):
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert db.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
 
 
 def test_migrations_run_once(tmp_path: Path) -> None:
-    db = open_database(tmp_path / "q.db")
+    db = Database(tmp_path / "q.db")
     calls = []
-    steps = [("001", lambda d: calls.append(1)), ("002", lambda d: calls.append(2))]
-    assert migrate(db, "x", steps) == ["001", "002"]
-    assert migrate(db, "x", steps) == []
-    assert migrate(db, "x", [*steps, ("003", lambda d: calls.append(3))]) == ["003"]
+    steps = Migrations("x")
+    steps(name="001")(lambda d: calls.append(1))
+    steps(name="002")(lambda d: calls.append(2))
+    assert db.migrate(steps) == ["001", "002"]
+    assert db.migrate(steps) == []
+    steps(name="003")(lambda d: calls.append(3))
+    assert db.migrate(steps) == ["003"]
     assert calls == [1, 2, 3]
 
 
@@ -127,12 +133,14 @@ def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
 
 
 def test_conversations_from_before_owners_are_listed_to_no_one(tmp_path: Path) -> None:
-    db = open_database(tmp_path / "q.db")
+    db = Database(tmp_path / "q.db")
     from app.chat.store import MIGRATIONS
 
-    migrate(db, "chat", MIGRATIONS[:1])
-    db.table("conversations").insert({"id": "old", "title": "t", "system_prompt": "", "created_at": "x",
-                                      "updated_at": "x"})
-    upgraded = ChatStore(Locked(db))
+    assert db.migrate(MIGRATIONS, stop_before="002_owner") == ["001_conversations"]
+    with db.atomic() as writer:
+        writer.table("conversations").insert(
+            {"id": "old", "title": "t", "system_prompt": "", "created_at": "x", "updated_at": "x"}
+        )
+    upgraded = ChatStore(db)
     assert upgraded.get("old") is not None and upgraded.get("old").owner == ""  # type: ignore[union-attr]
     assert upgraded.recent("browser:a") == [] and upgraded.recent("api") == []

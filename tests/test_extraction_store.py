@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.extraction.merge import FieldValue, PartResult, merge
 from app.extraction.schemas import load_templates
 from app.extraction.store import ExtractionStore
@@ -26,7 +26,7 @@ PAGES = {
 
 
 def store(path: Path) -> ExtractionStore:
-    return ExtractionStore(Locked(open_database(path)))
+    return ExtractionStore(Database(path))
 
 
 def invoice_fields(**record: Any) -> dict[str, FieldValue]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.extraction.answers import bounded, check, clean, cut, describe
 from app.extraction.fields import column_rows, field_rows, schema_from_fields
 from app.extraction.grounding import PageTexts
@@ -224,7 +224,7 @@ def test_rows_from_parts_are_appended_duplicates_folded_and_key_conflicts_flagge
 
 
 def test_a_table_is_exported_one_csv_row_per_row_and_json_keeps_the_nesting(tmp_path: Path) -> None:
-    store = ExtractionStore(Locked(open_database(tmp_path / "q.db")))
+    store = ExtractionStore(Database(tmp_path / "q.db"))
     run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=1)
     rows = [{"description": "Hardened steel shaft", "quantity": 120, "amount": 2208},
             {"description": "=cmd", "quantity": 1}]
@@ -264,7 +264,7 @@ def test_the_templates_have_real_tables_and_keep_their_flat_fields() -> None:
 def test_a_cell_corrected_in_the_table_grid_becomes_a_correction_of_that_documents_table(tmp_path: Path) -> None:
     from app.extraction.service import ExtractionService
 
-    store = ExtractionStore(Locked(open_database(tmp_path / "q.db")))
+    store = ExtractionStore(Database(tmp_path / "q.db"))
     service = ExtractionService(store, None, None, ROOT / "assets/schemas")  # type: ignore[arg-type]
     run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=2)
     for name, rows in (("a.pdf", [{"description": "Hardened steel shaft", "quantity": 120}]),

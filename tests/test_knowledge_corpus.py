@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
@@ -39,7 +39,7 @@ def zh(corpus: Path) -> Path:
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory: pytest.TempPathFactory, pdfs: Path, zh: Path) -> Iterator[KnowledgeService]:
     folder = tmp_path_factory.mktemp("corpus-index")
-    service = KnowledgeService(Locked(open_database(folder / "kb.db")), Embedder.packaged(), kb_dir=None)
+    service = KnowledgeService(Database(folder / "kb.db"), Embedder.packaged(), kb_dir=None)
     service.start()
     assert service.ingest_paths([pdfs, zh]) == len(list(pdfs.iterdir())) + len(list(zh.iterdir()))
     assert service.wait_idle(600), "indexing the corpus took more than 10 minutes"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
 
 options = KnowledgeOptions(watch=False, page_chars=600, embed_batch=4)
-kb = KnowledgeService(Locked(open_database(Path(sys.argv[1]))), Embedder.packaged(), kb_dir=None, options=options)
+kb = KnowledgeService(Database(Path(sys.argv[1])), Embedder.packaged(), kb_dir=None, options=options)
 kb.start()
 kb.ingest_paths([Path(sys.argv[2])])
 kb.wait_idle()
@@ -73,7 +73,7 @@ def test_killed_mid_indexing_keeps_the_old_version_whole_and_resumes(tmp_path: P
     db, path = tmp_path / "kb.db", tmp_path / "manual.txt"
     path.write_text(version(1, 2), encoding="utf-8")
     embedder = Embedder.packaged()
-    first = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=None, options=OPTIONS)
+    first = KnowledgeService(Database(db), embedder, kb_dir=None, options=OPTIONS)
     first.start()
     first.ingest_paths([path])
     assert first.wait_idle(60)
@@ -105,7 +105,7 @@ def test_killed_mid_indexing_keeps_the_old_version_whole_and_resumes(tmp_path: P
     assert conn.execute("SELECT count(*) FROM pages").fetchone()[0] == 2
     conn.close()
 
-    again = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=None, options=OPTIONS)
+    again = KnowledgeService(Database(db), embedder, kb_dir=None, options=OPTIONS)
     again.start()
     try:
         assert again.wait_idle(120)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
@@ -27,7 +27,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def kb(folder: Path, embedder: Embedder) -> Iterator[KnowledgeService]:
-    service = KnowledgeService(Locked(open_database(folder.parent / "kb.db")), embedder, kb_dir=None)
+    service = KnowledgeService(Database(folder.parent / "kb.db"), embedder, kb_dir=None)
     service.start()
     assert service.ingest_paths([folder]) == len(EXPECTED)
     assert service.wait_idle(300), "indexing the library took more than 5 minutes"

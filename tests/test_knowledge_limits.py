@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -30,7 +30,7 @@ READER_MEMORY_MB = 512
 INDEXING_PROCESS = """
 import json, os, resource, sys, threading, time
 from pathlib import Path
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -58,7 +58,7 @@ embedder = Embedder.packaged()
 embedder.embed(["warm up the model with batches of full-length chunks, as indexing embeds " * 20] * 32, background=True)
 options = KnowledgeOptions(watch=False, read_timeout_s=60, read_memory_mb=args["reader_mb"], max_pages=10,
                            max_chunks=20, max_unpacked_mb=300)
-kb = KnowledgeService(Locked(open_database(Path(args["db"]))), embedder, kb_dir=None, options=options)
+kb = KnowledgeService(Database(Path(args["db"])), embedder, kb_dir=None, options=options)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kb.start()
 started = time.monotonic()
@@ -121,7 +121,7 @@ def embedder() -> Embedder:
 
 @contextmanager
 def service_with(tmp_path: Path, embedder: Embedder, options: KnowledgeOptions) -> Iterator[KnowledgeService]:
-    kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=None, options=options)
+    kb = KnowledgeService(Database(tmp_path / "kb.db"), embedder, kb_dir=None, options=options)
     kb.start()
     try:
         yield kb

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -28,7 +28,7 @@ def embedder() -> Embedder:
 
 @pytest.fixture
 def service(tmp_path: Path, embedder: Embedder) -> Iterator[KnowledgeService]:
-    kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=tmp_path / "kb", options=FAST)
+    kb = KnowledgeService(Database(tmp_path / "kb.db"), embedder, kb_dir=tmp_path / "kb", options=FAST)
     kb.start()
     yield kb
     kb.stop()
@@ -127,7 +127,7 @@ def test_hostile_files_get_clear_statuses_and_the_queue_carries_on(tmp_path: Pat
     for name, data in samples.items():
         (files / name).write_bytes(data)
     options = KnowledgeOptions(watch=False, read_timeout_s=1.5)
-    kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=None, options=options)
+    kb = KnowledgeService(Database(tmp_path / "kb.db"), embedder, kb_dir=None, options=options)
     kb.start()
     try:
         docs = ingest(kb, files)
@@ -182,7 +182,7 @@ def test_progress_shows_pages_while_indexing(service: KnowledgeService, tmp_path
 def test_stop_interrupts_and_the_next_start_resumes(tmp_path: Path, embedder: Embedder) -> None:
     db = tmp_path / "kb.db"
     small_batches = KnowledgeOptions(watch=False, embed_batch=2)  # many safe points to stop at
-    first = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=None, options=small_batches)
+    first = KnowledgeService(Database(db), embedder, kb_dir=None, options=small_batches)
     first.start()
     (tmp_path / "long.txt").write_text(long_text(7), encoding="utf-8")
     first.ingest_paths([tmp_path / "long.txt"])
@@ -190,7 +190,7 @@ def test_stop_interrupts_and_the_next_start_resumes(tmp_path: Path, embedder: Em
     first.stop()
     assert first.progress().finished[0].state == "cancelled"
     assert [d.status for d in first.documents()] == ["indexing"]
-    again = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=None, options=FAST)
+    again = KnowledgeService(Database(db), embedder, kb_dir=None, options=FAST)
     again.start()
     try:
         assert again.wait_idle(60)
@@ -203,12 +203,12 @@ def test_a_new_embedder_re_embeds_what_is_indexed(tmp_path: Path, embedder: Embe
     db = tmp_path / "kb.db"
     path = tmp_path / "fans.txt"
     path.write_text("Each card has a small fan. The fans are loud at full load.", encoding="utf-8")
-    old = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=None, options=FAST)
+    old = KnowledgeService(Database(db), embedder, kb_dir=None, options=FAST)
     old.start()
     ingest(old, path)
     old.stop()
     renamed = Embedder(embedder.model_dir, name="all-MiniLM-L6-v2, re-exported")
-    new = KnowledgeService(Locked(open_database(db)), renamed, kb_dir=None, options=FAST)
+    new = KnowledgeService(Database(db), renamed, kb_dir=None, options=FAST)
     new.start()
     try:
         assert new.wait_idle(60)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -33,7 +33,7 @@ def kb_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def kb(tmp_path: Path, kb_dir: Path, embedder: Embedder) -> Iterator[KnowledgeService]:
-    service = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=kb_dir, options=WATCHING)
+    service = KnowledgeService(Database(tmp_path / "kb.db"), embedder, kb_dir=kb_dir, options=WATCHING)
     service.start()
     yield service
     service.stop()
@@ -130,14 +130,14 @@ def test_changes_made_while_the_app_was_off_are_found(tmp_path: Path, kb_dir: Pa
     kb_dir.mkdir()
     (kb_dir / "a.txt").write_text("Version one of a.")
     (kb_dir / "b.txt").write_text("File b, soon deleted.")
-    first = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=kb_dir, options=WATCHING)
+    first = KnowledgeService(Database(db), embedder, kb_dir=kb_dir, options=WATCHING)
     first.start()
     eventually(lambda: len(indexed_paths(first)) == 2, timeout=30)
     first.stop()
     (kb_dir / "a.txt").write_text("Version two of a.")
     (kb_dir / "b.txt").unlink()
     (kb_dir / "c.txt").write_text("File c, added while the app was off.")
-    second = KnowledgeService(Locked(open_database(db)), embedder, kb_dir=kb_dir, options=WATCHING)
+    second = KnowledgeService(Database(db), embedder, kb_dir=kb_dir, options=WATCHING)
     second.start()
     try:
         eventually(lambda: indexed_paths(second) == files_in(kb_dir), timeout=30)

@@ -13,7 +13,7 @@ import pypdf
 import pytest
 from gradio_client import Client, handle_file
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.loaders import LoadError, load
 from app.knowledge.options import KnowledgeOptions
@@ -63,7 +63,7 @@ def embedder() -> Embedder:
 @pytest.fixture
 def service(tmp_path: Path, embedder: Embedder) -> Iterator[KnowledgeService]:
     options = KnowledgeOptions(watch=False, read_timeout_s=20)
-    kb = KnowledgeService(Locked(open_database(tmp_path / "kb.db")), embedder, kb_dir=None, options=options)
+    kb = KnowledgeService(Database(tmp_path / "kb.db"), embedder, kb_dir=None, options=options)
     kb.start()
     yield kb
     kb.stop()

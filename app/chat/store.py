@@ -10,11 +10,15 @@ from typing import Any
 
 import sqlite_utils
 
-from app.database import Locked, Migration, migrate, now
+from app.database import Database, now
 
 _TITLE_CHARS = 60
 
 
+MIGRATIONS = sqlite_utils.Migrations("chat")
+
+
+@MIGRATIONS(name="001_conversations")
 def _m001_conversations(db: sqlite_utils.Database) -> None:
     db.table("conversations").create(
         {"id": str, "title": str, "system_prompt": str, "created_at": str, "updated_at": str}, pk="id"
@@ -36,6 +40,7 @@ def _m001_conversations(db: sqlite_utils.Database) -> None:
     db.table("conversations").create_index(["updated_at"])
 
 
+@MIGRATIONS(name="002_owner")
 def _m002_owner(db: sqlite_utils.Database) -> None:
     # who a conversation belongs to: "user:<login>" or "browser:<random id>". Conversations from before
     # owners existed get "" and are listed to no one.
@@ -43,15 +48,11 @@ def _m002_owner(db: sqlite_utils.Database) -> None:
     db.table("conversations").create_index(["owner", "updated_at"])
 
 
+@MIGRATIONS(name="003_active")
 def _m003_active(db: sqlite_utils.Database) -> None:
     # a regenerated answer, or the turns after an edited question, stay in the table inactive: the
     # conversation shows (and sends the model) only active messages, and older answers stay choosable
     db.table("messages").add_column("active", int, not_null_default=1)
-
-
-MIGRATIONS: list[Migration] = [
-    ("001_conversations", _m001_conversations), ("002_owner", _m002_owner), ("003_active", _m003_active),
-]
 
 
 @dataclass(frozen=True)
@@ -73,30 +74,28 @@ class Conversation:
 
 
 class ChatStore:
-    def __init__(self, database: Locked) -> None:
-        self._db = database.db
-        self._lock = database.lock
-        with self._lock:
-            migrate(self._db, "chat", MIGRATIONS)
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        database.migrate(MIGRATIONS)
 
     def mark_interrupted(self) -> int:
         """At start: answers that were still being written when the app stopped keep their text, marked
         interrupted. The number of such answers."""
-        with self._lock, self._db.conn:
-            cursor = self._db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+        with self._database.atomic() as db:
+            cursor = db.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
             return int(cursor.rowcount)
 
     def create(self, system_prompt: str, *, owner: str) -> str:
         cid = uuid.uuid4().hex
         stamp = now()
-        with self._lock, self._db.conn:
+        with self._database.atomic() as db:
             row = {"id": cid, "title": "New chat", "system_prompt": system_prompt, "owner": owner}
-            self._db.table("conversations").insert({**row, "created_at": stamp, "updated_at": stamp})
+            db.table("conversations").insert({**row, "created_at": stamp, "updated_at": stamp})
         return cid
 
     def get(self, cid: str) -> Conversation | None:
-        with self._lock:
-            rows = list(self._db.table("conversations").rows_where("id = ?", [cid]))
+        with self._database.read() as db:
+            rows = list(db.table("conversations").rows_where("id = ?", [cid]))
         return _conversation(rows[0]) if rows else None
 
     def recent(self, owner: str, *, query: str = "", limit: int = 200) -> list[Conversation]:
@@ -104,27 +103,29 @@ class ChatStore:
         where, args = "owner = ?", [owner]
         if query.strip():
             pattern = "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            where += (" AND (title LIKE ? ESCAPE '\\' OR id IN (SELECT conversation_id FROM messages"
-                      " WHERE content LIKE ? ESCAPE '\\'))")
+            where += (
+                " AND (title LIKE ? ESCAPE '\\' OR id IN (SELECT conversation_id FROM messages"
+                " WHERE content LIKE ? ESCAPE '\\'))"
+            )
             args += [pattern, pattern]
-        with self._lock:
-            rows = self._db.table("conversations").rows_where(where, args, order_by="updated_at desc", limit=limit)
+        with self._database.read() as db:
+            rows = db.table("conversations").rows_where(where, args, order_by="updated_at desc", limit=limit)
             return [_conversation(row) for row in rows]
 
     def rename(self, cid: str, title: str) -> None:
-        with self._lock, self._db.conn:
-            self._db.table("conversations").update(cid, {"title": _title(title)})
+        with self._database.atomic() as db:
+            db.table("conversations").update(cid, {"title": _title(title)})
 
     def delete(self, cid: str) -> None:
-        with self._lock, self._db.conn:
-            self._db.execute("DELETE FROM messages WHERE conversation_id = ?", [cid])
-            self._db.table("conversations").delete(cid)
+        with self._database.atomic() as db:
+            db.execute("DELETE FROM messages WHERE conversation_id = ?", [cid])
+            db.table("conversations").delete(cid)
 
     def messages(self, cid: str, *, everything: bool = False) -> list[StoredMessage]:
         """The conversation's active messages, oldest first (with `everything`, the inactive ones too)."""
         where = "conversation_id = ?" + ("" if everything else " AND active = 1")
-        with self._lock:
-            rows = list(self._db.table("messages").rows_where(where, [cid], order_by="id"))
+        with self._database.read() as db:
+            rows = list(db.table("messages").rows_where(where, [cid], order_by="id"))
         return [
             StoredMessage(r["id"], r["role"], r["content"], r["status"], json.loads(r["stats"]) if r["stats"] else None)
             for r in rows
@@ -139,32 +140,32 @@ class ChatStore:
 
     def choose(self, cid: str, message_id: int) -> None:
         """Show (and send the model) this version of the last answer instead of the others."""
-        ids, _ = self.versions(cid)
-        if message_id not in ids:
-            raise KeyError(message_id)
-        with self._lock, self._db.conn:
-            self._db.execute(f"UPDATE messages SET active = (id = ?) WHERE id IN ({','.join('?' * len(ids))})",
-                             [message_id, *ids])
+        with self._database.atomic() as db:
+            ids, _ = self.versions(cid)
+            if message_id not in ids:
+                raise KeyError(message_id)
+            db.execute(
+                f"UPDATE messages SET active = (id = ?) WHERE id IN ({','.join('?' * len(ids))})", [message_id, *ids]
+            )
 
     def retire_from(self, cid: str, message_id: int) -> None:
         """Hide this message and everything after it (a question being edited and what followed)."""
-        with self._lock, self._db.conn:
-            self._db.execute("UPDATE messages SET active = 0 WHERE conversation_id = ? AND id >= ?", [cid, message_id])
+        with self._database.atomic() as db:
+            db.execute("UPDATE messages SET active = 0 WHERE conversation_id = ? AND id >= ?", [cid, message_id])
 
     def _rows_after_last_question(self, cid: str) -> list[dict[str, Any]]:
-        with self._lock:
-            last = self._db.execute(
+        with self._database.read() as db:
+            last = db.execute(
                 "SELECT max(id) FROM messages WHERE conversation_id = ? AND role = 'user' AND active = 1", [cid]
             ).fetchone()[0]
             if last is None:
                 return []
-            return list(self._db.table("messages").rows_where("conversation_id = ? AND id > ?", [cid, last],
-                                                              order_by="id"))
+            return list(db.table("messages").rows_where("conversation_id = ? AND id > ?", [cid, last], order_by="id"))
 
     def add(self, cid: str, role: str, content: str, *, status: str = "ok", stats: dict[str, Any] | None = None) -> int:
         stamp = now()
-        with self._lock, self._db.conn:
-            conv = self._db.table("conversations")
+        with self._database.atomic() as db:
+            conv = db.table("conversations")
             row = {
                 "conversation_id": cid,
                 "role": role,
@@ -173,7 +174,7 @@ class ChatStore:
                 "stats": json.dumps(stats) if stats else None,
                 "created_at": stamp,
             }
-            message_id = self._db.table("messages").insert(row).last_pk
+            message_id = db.table("messages").insert(row).last_pk
             changes: dict[str, Any] = {"updated_at": stamp}
             if role == "user" and conv.get(cid)["title"] == "New chat":
                 changes["title"] = _title(content)
@@ -182,23 +183,22 @@ class ChatStore:
 
     def update(self, message_id: int, content: str, *, status: str, stats: dict[str, Any] | None = None) -> None:
         """Rewrite a message's text and status (an answer saved while it streams, then at its end)."""
-        with self._lock, self._db.conn:
+        with self._database.atomic() as db:
             changes: dict[str, Any] = {"content": content, "status": status}
             if stats is not None:
                 changes["stats"] = json.dumps(stats)
-            self._db.table("messages").update(message_id, changes)
+            db.table("messages").update(message_id, changes)
 
     def retire_last_answer(self, cid: str) -> None:
         """Hide the trailing answers (kept as earlier versions), so the last question can be answered again."""
-        ids, _ = self.versions(cid)
-        if not ids:
-            return
-        with self._lock, self._db.conn:
-            self._db.execute(f"UPDATE messages SET active = 0 WHERE id IN ({','.join('?' * len(ids))})", ids)
+        with self._database.atomic() as db:
+            ids, _ = self.versions(cid)
+            if ids:
+                db.execute(f"UPDATE messages SET active = 0 WHERE id IN ({','.join('?' * len(ids))})", ids)
 
     def set_system_prompt(self, cid: str, text: str) -> None:
-        with self._lock, self._db.conn:
-            self._db.table("conversations").update(cid, {"system_prompt": text})
+        with self._database.atomic() as db:
+            db.table("conversations").update(cid, {"system_prompt": text})
 
 
 def _conversation(row: dict[str, Any]) -> Conversation:

@@ -15,12 +15,15 @@ from typing import Any
 
 import sqlite_utils
 
-from app.database import Locked, Migration, migrate, now
+from app.database import Database, now
 from app.extraction import exports
 from app.extraction.merge import FieldValue, provenance, record_of
 from app.extraction.schemas import validator
 
+MIGRATIONS = sqlite_utils.Migrations("extraction")
 
+
+@MIGRATIONS(name="001_extraction")
 def _m001_extraction(db: sqlite_utils.Database) -> None:
     db.table("extraction_runs").create(
         {
@@ -57,9 +60,6 @@ def _m001_extraction(db: sqlite_utils.Database) -> None:
         foreign_keys=[("run_id", "extraction_runs", "id")],
     )
     db.table("extraction_results").create_index(["run_id", "id"])
-
-
-MIGRATIONS: list[Migration] = [("001_extraction", _m001_extraction)]
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,9 @@ class Result:
 
 
 class ExtractionStore:
-    def __init__(self, database: Locked) -> None:
-        self._db = database.db
-        self._lock = database.lock
-        with self._lock:
-            migrate(self._db, "extraction", MIGRATIONS)
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        database.migrate(MIGRATIONS)
 
     def create_run(self, *, template: str, schema: dict[str, Any], title: str, documents_total: int) -> int:
         row = {
@@ -122,8 +120,8 @@ class ExtractionStore:
             "created_at": now(),
             "documents_total": documents_total,
         }
-        with self._lock, self._db.conn:
-            return int(self._db.table("extraction_runs").insert(row).last_pk or 0)
+        with self._database.atomic() as db:
+            return int(db.table("extraction_runs").insert(row).last_pk or 0)
 
     def start_run(self, run_id: int) -> None:
         self._update_run(run_id, {"status": "running"})
@@ -136,9 +134,9 @@ class ExtractionStore:
         self._update_run(run_id, {"status": "error" if error else "done", "error": error, "finished_at": now()})
 
     def delete_run(self, run_id: int) -> None:
-        with self._lock, self._db.conn:
-            self._db.execute("DELETE FROM extraction_results WHERE run_id = ?", [run_id])
-            self._db.execute("DELETE FROM extraction_runs WHERE id = ?", [run_id])
+        with self._database.atomic() as db:
+            db.execute("DELETE FROM extraction_results WHERE run_id = ?", [run_id])
+            db.execute("DELETE FROM extraction_runs WHERE id = ?", [run_id])
 
     def save_result(
         self,
@@ -161,12 +159,12 @@ class ExtractionStore:
             "corrected": "{}",
             "updated_at": now(),
         }
-        with self._lock, self._db.conn:
-            return int(self._db.table("extraction_results").insert(row).last_pk or 0)
+        with self._database.atomic() as db:
+            return int(db.table("extraction_results").insert(row).last_pk or 0)
 
     def correct(self, result_id: int, field: str, value: Any) -> None:
         """Record the user's value for a field (None clears it); ValueError when the schema forbids it."""
-        with self._lock:
+        with self._database.atomic():
             result = self.result(result_id)
             run = self.run(result.run_id) if result else None
             if result is None or run is None:
@@ -183,31 +181,31 @@ class ExtractionStore:
 
     def revert(self, result_id: int, field: str) -> None:
         """Drop the user's correction of a field: the extracted value counts again."""
-        with self._lock:
+        with self._database.atomic():
             result = self.result(result_id)
             if result is None:
                 raise LookupError(f"no extraction result {result_id}")
             self._set_corrected(result, {k: v for k, v in result.corrected.items() if k != field})
 
     def run(self, run_id: int) -> Run | None:
-        with self._lock:
-            rows = list(self._db.table("extraction_runs").rows_where("id = ?", [run_id]))
+        with self._database.read() as db:
+            rows = list(db.table("extraction_runs").rows_where("id = ?", [run_id]))
         return _run(rows[0]) if rows else None
 
     def runs(self, limit: int = 100) -> list[Run]:
         """Newest first."""
-        with self._lock:
-            rows = list(self._db.table("extraction_runs").rows_where(order_by="id desc", limit=limit))
+        with self._database.read() as db:
+            rows = list(db.table("extraction_runs").rows_where(order_by="id desc", limit=limit))
         return [_run(row) for row in rows]
 
     def result(self, result_id: int) -> Result | None:
-        with self._lock:
-            rows = list(self._db.table("extraction_results").rows_where("id = ?", [result_id]))
+        with self._database.read() as db:
+            rows = list(db.table("extraction_results").rows_where("id = ?", [result_id]))
         return _result(rows[0]) if rows else None
 
     def results(self, run_id: int) -> list[Result]:
-        with self._lock:
-            rows = list(self._db.table("extraction_results").rows_where("run_id = ?", [run_id], order_by="id"))
+        with self._database.read() as db:
+            rows = list(db.table("extraction_results").rows_where("run_id = ?", [run_id], order_by="id"))
         return [_result(row) for row in rows]
 
     def export_csv(self, run_id: int) -> str:
@@ -223,19 +221,20 @@ class ExtractionStore:
         return exports.json_export(*self._run_and_results(run_id))
 
     def _run_and_results(self, run_id: int) -> tuple[Run, list[Result]]:
-        run = self.run(run_id)
-        if run is None:
-            raise LookupError(f"no extraction run {run_id}")
-        return run, self.results(run_id)
+        with self._database.read():  # the run and its results from one snapshot
+            run = self.run(run_id)
+            if run is None:
+                raise LookupError(f"no extraction run {run_id}")
+            return run, self.results(run_id)
 
     def _set_corrected(self, result: Result, corrected: dict[str, Any]) -> None:
-        with self._lock, self._db.conn:
+        with self._database.atomic() as db:
             changes = {"corrected": _dumps(corrected), "updated_at": now()}
-            self._db.table("extraction_results").update(result.id, changes)
+            db.table("extraction_results").update(result.id, changes)
 
     def _update_run(self, run_id: int, changes: dict[str, Any]) -> None:
-        with self._lock, self._db.conn:
-            self._db.table("extraction_runs").update(run_id, changes)
+        with self._database.atomic() as db:
+            db.table("extraction_runs").update(run_id, changes)
 
 
 def _run(row: dict[str, Any]) -> Run:

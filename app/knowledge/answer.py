@@ -16,11 +16,11 @@ import numpy as np
 
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
 from app.engine.service import EngineService
+from app.knowledge.script import has_cjk
 from app.knowledge.search import Hit
 from app.knowledge.service import KnowledgeService
 
 NOTHING_FOUND = "I found nothing about this in the documents, so I cannot answer it from them."
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _CITATION = re.compile(r"\[(\d+)\]")
 
 
@@ -80,7 +80,7 @@ class Answerer:
             return []
         vectors = self.knowledge.embedder.embed([question, *(h.text for h in hits)])
         similarity = np.asarray(vectors[1:] @ vectors[0])
-        chinese = bool(_CJK.search(question))
+        chinese = has_cjk(question)
         return [
             h
             for h, s in zip(hits, similarity, strict=True)

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.knowledge.loaders import Page
+from app.knowledge.script import SENTENCE_END, is_cjk
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _LINE = re.compile(r"[^\n]+")
 _MARKDOWN_HEADING = re.compile(r"#{1,6}\s+\S")
 _NUMBERED_HEADING = re.compile(r"(?:\d+(?:\.\d+)*\.?|[IVX]+\.)\s+\S.{0,70}$")
 _CLAUSE_BREAK = re.compile(r"[，、：,:]\s*")
-_SENTENCE_END = re.compile(r"[.!?。！？；;…]+[\"'”’」』）)]*(?=\s|[^\x00-\x7f]|$)")
 
 
 class Tokenizer(Protocol):
@@ -99,7 +99,7 @@ def _is_heading(line: str) -> bool:
 
 def _sentences(number: int, text: str, start: int, end: int, units: list[_Unit]) -> None:
     at = start
-    for match in _SENTENCE_END.finditer(text, start, end):
+    for match in SENTENCE_END.finditer(text, start, end):
         _add(units, number, text, at, match.end(), heading=False)
         at = match.end()
     _add(units, number, text, at, end, heading=False)
@@ -202,8 +202,4 @@ class _Packer:
 
 def _word_start(text: str, at: int) -> bool:
     before, here = text[at - 1], text[at]
-    return before.isspace() or _is_cjk(before) or _is_cjk(here) or not before.isalnum()
-
-
-def _is_cjk(ch: str) -> bool:
-    return "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
+    return before.isspace() or is_cjk(before) or is_cjk(here) or not before.isalnum()

@@ -15,11 +15,11 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from app.knowledge.script import CJK_RANGES, is_cjk
 from app.knowledge.store import KnowledgeStore
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_WORD = rf"[^\W_{_CJK}]"
-_TERM = re.compile(rf"[{_CJK}]+|{_WORD}(?:[._\-]?{_WORD})*")  # keeps Q4_K_M, llama.cpp, rpc-server whole
+_WORD = rf"[^\W_{CJK_RANGES}]"
+_TERM = re.compile(rf"[{CJK_RANGES}]+|{_WORD}(?:[._\-]?{_WORD})*")  # keeps Q4_K_M, llama.cpp, rpc-server whole
 _CJK_WINDOWS = (3, 4, 5)
 _QUESTION_WORDS = re.compile(r"是什么|是多少|为什么|什么|怎么样|怎么|多少|哪些|哪个|哪里|如何|是否|有没有|请问|吗|呢")
 _FUNCTION_WORDS = (
@@ -46,7 +46,7 @@ def terms(question: str) -> tuple[list[str], list[str]]:
     short_terms: list[str] = []
     question = unicodedata.normalize("NFKC", question)
     for run in _TERM.findall(_QUESTION_WORDS.sub(" ", question)):
-        if _is_cjk(run[0]):
+        if is_cjk(run[0]):
             if len(run) < 3:
                 short_terms.append(run)
             for size in _CJK_WINDOWS:
@@ -55,10 +55,6 @@ def terms(question: str) -> tuple[list[str], list[str]]:
             (long_terms if len(run) >= 3 else short_terms).append(run)
     unique = list(dict.fromkeys(t.lower() for t in long_terms))
     return unique[:_MAX_TERMS], list(dict.fromkeys(short_terms))
-
-
-def _is_cjk(ch: str) -> bool:
-    return "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
 
 
 def text_search(store: KnowledgeStore, question: str, *, limit: int, documents: set[int] | None) -> list[int]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from app.knowledge.chunking import Chunk, chunk_pages
 from app.knowledge.embedder import Embedder
-from app.knowledge.loaders import LoadedDocument, LoadError, Reader, load
+from app.knowledge.loaders import LoadedDocument, LoadError, Reader, load, size_problem
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
 from app.knowledge.uploads import UploadError, is_regular_file, open_regular
@@ -242,9 +242,8 @@ class _ProgressSaver:
 
 def _file_state(path: Path, *, max_bytes: int) -> FileState:
     stat = path.stat()
-    if stat.st_size > max_bytes:
-        size, limit = stat.st_size / 2**20, max_bytes / 2**20
-        raise LoadError("too_large", f"{path.name} is {size:.1f} MB; files up to {limit:.0f} MB can be indexed.")
+    if too_large := size_problem(path.name, stat.st_size, max_bytes):
+        raise LoadError("too_large", too_large)
     digest = hashlib.sha256()
     try:
         opened = open_regular(path)

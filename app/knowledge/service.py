@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from app.database import Locked
+from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.indexer import Indexer, Job, reembed_jobs
 from app.knowledge.ingest import IngestProgress, IngestQueue, Lane
@@ -26,7 +26,7 @@ DEFAULT_COLLECTION = "default"
 
 class KnowledgeService:
     def __init__(
-        self, database: Locked, embedder: Embedder, *, kb_dir: Path | None, options: KnowledgeOptions | None = None
+        self, database: Database, embedder: Embedder, *, kb_dir: Path | None, options: KnowledgeOptions | None = None
     ) -> None:
         self.options = options or KnowledgeOptions()
         self.embedder = embedder

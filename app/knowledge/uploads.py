@@ -17,6 +17,8 @@ import unicodedata
 from pathlib import Path
 from typing import BinaryIO
 
+from app.knowledge.loaders.types import size_problem
+
 _UNSAFE = re.compile(r'[<>:"/\\|?*]')
 _MAX_NAME_BYTES = 200  # well under the 255-byte limit of common file systems, room for " (999)"
 _COPY_BLOCK = 1 << 20
@@ -52,7 +54,7 @@ def save_upload(kb_dir: Path, filename: str, data: bytes | Path, *, max_bytes: i
     try:
         with os.fdopen(fd, "wb") as out:
             if isinstance(data, bytes):
-                _check_size(len(data), filename, max_bytes)
+                _check_size(len(data), filename, max_bytes, whole=True)
                 out.write(data)
             else:
                 with open_regular(data) as source:
@@ -90,15 +92,13 @@ def _copy(source: BinaryIO, out: BinaryIO, *, filename: str, max_bytes: int) -> 
     written = 0
     while block := source.read(_COPY_BLOCK):
         written += len(block)
-        _check_size(written, filename, max_bytes)
+        _check_size(written, filename, max_bytes, whole=False)
         out.write(block)
 
 
-def _check_size(size: int, filename: str, max_bytes: int) -> None:
-    if size > max_bytes:
-        raise UploadError(
-            f"{filename} is larger than {max_bytes / 2**20:.0f} MB, the limit for one file; it was not saved."
-        )
+def _check_size(size: int, filename: str, max_bytes: int, *, whole: bool) -> None:
+    if too_large := size_problem(filename, size, max_bytes, whole=whole):
+        raise UploadError(f"{too_large} It was not saved.")
 
 
 def _link_unique(temp: Path, root: Path, name: str) -> Path:

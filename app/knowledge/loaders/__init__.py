@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.knowledge.loaders.reader import PageCallback, Reader, ReadLimits, read_document
-from app.knowledge.loaders.types import ERROR_KINDS, ErrorKind, LoadedDocument, LoadError, Page
+from app.knowledge.loaders.types import ERROR_KINDS, ErrorKind, LoadedDocument, LoadError, Page, size_problem
 
 __all__ = [
     "ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "ReadLimits", "Reader", "load",
-    "supported",
+    "size_problem", "supported",
 ]  # fmt: skip
 
 SUPPORTED = {
@@ -31,7 +31,6 @@ SUPPORTED = {
     ".csv": "CSV",
 }
 _FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".csv": "csv"}
-_MB = 2**20
 
 
 def supported(path: Path) -> bool:
@@ -62,10 +61,8 @@ def load(
         what = f"{suffix} files are" if suffix else "files without an extension are"
         raise LoadError("unsupported", f"{name}: {what} not supported. Supported: {kinds}.")
     size = path.stat().st_size
-    if size > max_bytes:
-        raise LoadError(
-            "too_large", f"{name} is {size / _MB:.1f} MB; files up to {max_bytes / _MB:.0f} MB can be indexed."
-        )
+    if too_large := size_problem(name, size, max_bytes):
+        raise LoadError("too_large", too_large)
     if size == 0:
         raise LoadError("empty", f"{name} is empty (0 bytes).")
     format = _FORMATS.get(suffix, "text")

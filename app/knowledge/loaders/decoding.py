@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from app.knowledge.loaders.types import LoadError
+from app.knowledge.script import is_cjk
 
 SNIFF_BYTES = 1 << 20
 _BLOCK = 1 << 20
@@ -134,7 +135,7 @@ def _any_text(text: str) -> bool:
 
 
 def _chinese(text: str) -> bool:
-    cjk = [ch for ch in text if "\u4e00" <= ch <= "\u9fff"]
+    cjk = [ch for ch in text if is_cjk(ch)]
     if not cjk:
         return False
     common = sum(1 for ch in cjk if _gb2312_level1(ch))

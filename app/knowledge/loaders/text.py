@@ -9,16 +9,15 @@ a time and never copies the rest of the text at a cut.
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from app.knowledge.loaders.decoding import decode_text, open_text
 from app.knowledge.loaders.types import LoadError, Page
+from app.knowledge.script import SENTENCE_END
 
 __all__ = ["Paginator", "csv_text", "decode_text", "paginate"]
 
-_SENTENCE_END = re.compile(r"[.!?;。！？；…](?:[\"'”’」』）)]*)(?=\s|[^\x00-\x7f]|$)")
 _SNIFF_CHARS = 8192
 
 
@@ -79,7 +78,7 @@ def _cut_point(window: str, limit: int) -> int:
         at = window.rfind(separator, floor)
         if at >= 0:
             return at + len(separator)
-    ends = [m.end() for m in _SENTENCE_END.finditer(window, floor)]
+    ends = [m.end() for m in SENTENCE_END.finditer(window, floor)]
     if ends:
         return ends[-1]
     at = window.rfind(" ", floor)

@@ -7,6 +7,7 @@ from typing import Literal
 
 ErrorKind = Literal["encrypted", "no_text", "corrupt", "empty", "unsupported", "too_large", "timeout"]
 ERROR_KINDS: tuple[ErrorKind, ...] = ("encrypted", "no_text", "corrupt", "empty", "unsupported", "too_large", "timeout")
+_MB = 2**20
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,21 @@ def _count(pages: list[int], total: int) -> str:
 def _listed(pages: list[int]) -> str:
     shown = ", ".join(str(n) for n in pages[:10]) + ("…" if len(pages) > 10 else "")
     return f"page {shown}" if len(pages) == 1 else f"pages {shown}"
+
+
+def size_problem(name: str, size: int, max_bytes: int, *, whole: bool = True) -> str | None:
+    """Why a file of `size` bytes (`whole`: its full size; else as much as was read so far) is refused
+    as too large, for people; None when it is within the limit. Uploads and indexing say it alike."""
+    if size <= max_bytes:
+        return None
+    sized = f" ({_megabytes(size)})" if whole else ""
+    return (f"{name}{sized} is larger than {_megabytes(max_bytes)}, the limit for one file: split it, or raise "
+            "the limit (setting max_upload_mb).")  # fmt: skip
+
+
+def _megabytes(n: int) -> str:
+    mb = n / _MB
+    return f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else f"{n:,} bytes"
 
 
 class LoadError(Exception):

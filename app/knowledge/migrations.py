@@ -1,4 +1,4 @@
-"""The knowledge base's tables, as append-only migrations (see `app/database.py`).
+"""The knowledge base's tables, as append-only sqlite-utils migrations (see `app/database.py`).
 
 documents  one row per file path: content hash, size, mtime, status, error, progress, collection
 pages      the text of every page, so the UI can show a page and highlight a hit on it
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sqlite_utils
 
-from app.database import Migration
+MIGRATIONS = sqlite_utils.Migrations("knowledge")
 
 
+@MIGRATIONS(name="001_knowledge")
 def _m001_knowledge(db: sqlite_utils.Database) -> None:
     db.table("documents").create(
         {
@@ -71,6 +72,3 @@ def _m001_knowledge(db: sqlite_utils.Database) -> None:
         pk="chunk_id",
         foreign_keys=[("chunk_id", "chunks", "id")],
     )
-
-
-MIGRATIONS: list[Migration] = [("001_knowledge", _m001_knowledge)]
