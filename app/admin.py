@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
+from app.admin_input import checked_settings
 from app.auth import LoginThrottle, verify_password
 from app.database import Database, now
 from app.engine import catalog
@@ -23,8 +24,9 @@ from app.engine.service import EngineService
 from app.jobs import Job, JobBusy, Jobs
 from app.settings import Settings
 from app.telemetry.load_progress import LoadProgress
-from app.telemetry.monitor import read_health
+from app.telemetry.ping import ping
 from app.telemetry.service import Telemetry
+from app.telemetry.views import LoadRow
 
 APP_ROOT = Path(__file__).resolve().parent.parent
 _SESSION_S = 8 * 3600
@@ -52,7 +54,7 @@ class AdminService:
         self._throttle = LoginThrottle()
         self._jobs = Jobs()
         self._progress = LoadProgress(engine, health_url=settings.health_url, layer_bytes=lambda: {
-            card["endpoint"]: card["layer_bytes"] for card in telemetry.status()["cards"]})
+            card.endpoint: card.layer_bytes for card in telemetry.status().cards})
         database.migrate(MIGRATIONS)
 
     # -- sessions ---------------------------------------------------------------------------
@@ -96,7 +98,9 @@ class AdminService:
             return f"✅ {info.name} loaded in {info.load_s:.1f} s"
 
         def failed(err: Exception) -> str:
-            return f"⚠ {err}" if isinstance(err, EngineError | AdminDenied) else f"⚠ {name} failed unexpectedly: {err}"
+            if isinstance(err, EngineError | AdminDenied):
+                return f"⚠ {err}"
+            return f"⚠ {name} failed unexpectedly ({type(err).__name__}: {err}); the app's log has the details"
 
         try:
             return self._jobs.start(name, work, failed=failed)
@@ -108,7 +112,8 @@ class AdminService:
         self.check(token)
         config = self.engine.config
         return {"n_ctx": config.n_ctx, "n_threads": config.n_threads, "n_batch": config.n_batch,
-                "n_ubatch": config.n_ubatch, "kv_type": config.kv_type,
+                "n_ubatch": config.n_ubatch, "kv_type": config.kv_type, "parallel": config.parallel,
+                "background_slots": self.engine.background_slots,
                 "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
                 "cards": "\n".join(config.cards)}
 
@@ -125,38 +130,38 @@ class AdminService:
     def catalog_view(self, token: str | None) -> list[dict[str, Any]]:
         """Admin only: each entry with what its GGUF header says and whether it fits the cards now."""
         self.check(token)
-        loaded = (self.engine.status().get("model") or {}).get("gguf_file")
+        model = self.engine.status().model
+        memory = self._memory()
         rows = []
         for entry in self.entries():
             row: dict[str, Any] = {"id": entry.id, "name": entry.name, "file": entry.path.name, "n_ctx": entry.n_ctx,
-                                   "kv_type": entry.kv_type, "loaded": str(entry.path) == loaded}
+                                   "kv_type": entry.kv_type, "loaded": model is not None and
+                                   str(entry.path) == model.gguf_file}
             try:
-                info, need = self._plan(entry)
+                fit = catalog.fit(self._entry_config(entry), memory)
+                info = fit.info
                 row |= {"present": True, "size_gib": round(info.size_bytes / 2**30, 2), "arch": info.architecture,
                         "layers": info.n_layers, "quant": info.quantization, "trained_ctx": info.context_length,
-                        "need_gib_per_card": [round(n / 2**30, 2) for n in need], "fits": True, "problem": ""}
-                self._fit(need)
+                        "need_gib_per_card": [round(n.total / 2**30, 2) for n in fit.needs],
+                        "fits": not fit.short, "problem": fit.problem}
             except EngineError as err:
                 row |= {"present": entry.path.is_file(), "fits": False, "problem": str(err)}
             rows.append(row)
         return rows
 
-    def _plan(self, entry: catalog.CatalogEntry) -> tuple[catalog.GgufInfo, list[int]]:
+    def _entry_config(self, entry: catalog.CatalogEntry) -> EngineConfig:
+        """The engine configuration a switch to `entry` loads (its file checked to lie in the models folder)."""
         catalog.check_location(entry.path, self.settings.models_dir)
-        info = catalog.inspect_gguf(entry.path)
-        cfg = self.engine.config
-        need = catalog.estimate_per_card(
-            info, n_ctx=entry.n_ctx * cfg.parallel, kv_type=entry.kv_type, n_cards=len(cfg.cards),
-            n_ubatch=cfg.n_ubatch,  # every slot holds its own context's KV cache
-        )
-        return info, need
+        return replace(self.engine.config, model_path=entry.path, model_name=entry.name, n_ctx=entry.n_ctx,
+                       kv_type=entry.kv_type, chat_template=entry.chat_template)
 
-    def _fit(self, need: list[int]) -> None:
-        free: list[int | None] = []
-        for card in self.telemetry.status()["cards"]:
-            total, used = card.get("mem_total_bytes"), card.get("mem_used_bytes")
-            free.append(None if total is None or used is None else total - used + card["layer_bytes"])
-        catalog.check_fit(need, free, list(self.engine.config.cards))
+    def _memory(self) -> dict[str, catalog.CardMemory]:
+        """Each card's memory now, with what the loaded model holds there (freed before the next load)."""
+        status = self.telemetry.status()
+        placed = {card.endpoint: card.layer_bytes for card in status.cards}
+        held = catalog.held(self.engine.config, placed) if status.model else {}
+        return {card.endpoint: catalog.CardMemory(card.mem_total_bytes, card.mem_used_bytes,
+                                                  held.get(card.endpoint, 0)) for card in status.cards}
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -165,42 +170,33 @@ class AdminService:
         entry = next((e for e in self.entries() if e.id == model_id), None)
         if entry is None:
             raise EngineError(f"there is no model {model_id!r} in the catalog", kind="request")
-        config = replace(self.engine.config, model_path=entry.path, model_name=entry.name, n_ctx=entry.n_ctx,
-                         kv_type=entry.kv_type, chat_template=entry.chat_template)
-        return self._apply(config, who=who, action=f"switch to {entry.id}", entry=entry)
+        action = f"switch to {entry.id}"
+        try:
+            config = self._entry_config(entry)
+        except EngineError as err:
+            self.record(who, action, f"refused: {err}", ok=False)
+            raise
+        return self._apply(config, who=who, action=action)
 
     def apply_settings(self, token: str | None, changes: dict[str, Any], *, who: str) -> ModelInfo:
+        """Reload with these engine settings (each checked, and the whole checked to fit the cards);
+        `background_slots` takes effect once the reload is done."""
         self.check(token)
-        allowed = {"n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split"}
-        unknown = set(changes) - allowed
-        if unknown:
-            raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}")
-        if "tensor_split" in changes:
-            changes["tensor_split"] = _split(changes["tensor_split"], len(self.engine.config.cards))
-        config = replace(self.engine.config, **changes)
-        return self._apply(config, who=who, action=f"engine settings {changes}", entry=None)
+        action = f"engine settings {changes}"
+        try:
+            checked, background = checked_settings(changes, self.engine.config)
+        except EngineError as err:
+            self.record(who, action, f"refused: {err}", ok=False)
+            raise
+        info = self._apply(replace(self.engine.config, **checked), who=who, action=action)
+        if background is not None:
+            self.engine.background_slots = background
+        return info
 
     def ping(self, token: str | None, endpoints: list[str]) -> list[dict[str, Any]]:
         """Each endpoint's RPC port (connect time) and health endpoint, without changing anything."""
         self.check(token)
-        rows = []
-        in_use = self._cards_in_use()
-        for index, endpoint in enumerate(_valid_endpoints(endpoints)):
-            started = time.monotonic()
-            # a card's RPC server serves one client: while the engine holds it, a probe would only
-            # wait in its accept queue, so a card in use is reported as such
-            rpc = "in use by the engine" if endpoint in in_use else probe_card(endpoint, timeout=1.0) or "ok"
-            row: dict[str, Any] = {"card": index, "endpoint": endpoint, "rpc": rpc,
-                                   "rpc_ms": round(1000 * (time.monotonic() - started), 1) if rpc == "ok" else None}
-            try:
-                health = read_health(self.settings.health_url(endpoint), 1.0)
-                row |= {"health": "ok", "temperature_c": health.get("temperature_c"),
-                        "mem_used_gib": round(health.get("mem_used_bytes", 0) / 2**30, 2),
-                        "mem_total_gib": round(health.get("mem_total_bytes", 0) / 2**30, 2)}
-            except Exception as err:  # the card agent's health port is down or not a card agent
-                row |= {"health": f"no answer: {getattr(err, 'reason', err)}"}
-            rows.append(row)
-        return rows
+        return ping(_valid_endpoints(endpoints), in_use=self._cards_in_use(), health_url=self.settings.health_url)
 
     def set_cards(self, token: str | None, endpoints: list[str], *, who: str) -> ModelInfo:
         """Run the model on these cards (any number ≥ 1); every one must answer first. On failure the
@@ -224,32 +220,35 @@ class AdminService:
         monitor.set_cards(cards)
         try:
             return self._apply(replace(self.engine.config, cards=tuple(cards), tensor_split=None), who=who,
-                               action=action, entry=None)
+                               action=action)
         except EngineError:
             monitor.set_cards(before)  # the supervisor loaded the previous configuration again
             raise
 
     def _cards_in_use(self) -> set[str]:
-        status = self.engine.status()
-        return set(self.engine.config.cards) if status["state"] == "ready" else set()
+        return set(self.engine.config.cards) if self.engine.status().state == "ready" else set()
 
     def restart_engine(self, token: str | None, *, who: str) -> ModelInfo:
         """Unload and load the current model again on the current cards (a fresh engine process)."""
         self.check(token)
-        return self._apply(self.engine.config, who=who, action="restart engine", entry=None)
+        return self._apply(self.engine.config, who=who, action="restart engine")
 
-    def load_progress(self) -> list[dict[str, Any]]:
+    def load_progress(self) -> list[LoadRow]:
         """While a model loads: per card, how much of its share of the weights has arrived (else [])."""
         return self._progress.rows()
 
-    def _apply(self, config: EngineConfig, *, who: str, action: str, entry: catalog.CatalogEntry | None) -> ModelInfo:
+    def _apply(self, config: EngineConfig, *, who: str, action: str) -> ModelInfo:
+        """Check that `config` fits the cards, then reload with it; every outcome goes to the admin log,
+        an unexpected error's too."""
         try:
-            if entry is not None:
-                self._fit(self._plan(entry)[1])
+            catalog.fit(config, self._memory()).check()
             self._progress.note_baseline()
             info = self.engine.switch(config)
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
+            raise
+        except Exception as err:
+            self.record(who, action, f"failed unexpectedly: {type(err).__name__}: {err}", ok=False)
             raise
         self.record(who, action, f"{info.name} loaded in {info.load_s:.1f} s")
         return info
@@ -279,19 +278,3 @@ def _valid_endpoints(endpoints: list[str]) -> list[str]:
     if duplicates:
         raise EngineError(f"card endpoint {duplicates[0]} is listed twice", kind="request")
     return cards
-
-
-def _split(shares: Any, n_cards: int) -> tuple[float, ...] | None:
-    """A tensor split from the admin ("1, 1, 1, 2" or a list): one share ≥ 0 per card; empty = llama's."""
-    if shares is None or (isinstance(shares, str) and not shares.strip()):
-        return None
-    parts = shares.replace(",", " ").split() if isinstance(shares, str) else list(shares)
-    try:
-        values = tuple(float(part) for part in parts)
-    except (TypeError, ValueError) as err:
-        raise EngineError(f"tensor split {shares!r} is not a list of numbers", kind="request") from err
-    if len(values) != n_cards:
-        raise EngineError(f"tensor split needs one share per card ({n_cards}), not {len(values)}", kind="request")
-    if any(v < 0 for v in values) or sum(values) <= 0:
-        raise EngineError("tensor split shares must be ≥ 0 and not all 0", kind="request")
-    return values

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from app.admin import AdminService
 from app.chat.service import ChatService
@@ -16,6 +15,7 @@ from app.knowledge.summary import Summariser
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
+from app.telemetry.views import ApplianceStatus
 
 
 @dataclass
@@ -33,5 +33,5 @@ class AppContext:
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ApplianceStatus:
         return self.telemetry.status()

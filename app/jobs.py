@@ -55,10 +55,23 @@ class Jobs:
             return self._jobs.get(job_id or "")
 
     def _run(self, job: Job, work: Callable[[], str], failed: Callable[[Exception], str]) -> None:
+        """Whatever `work` does — returns, raises, or ends its thread — the job ends with a text for people,
+        so the page never waits on it and the next action is not refused as "still running"."""
+        ended = replace(job, state="failed", text=f"⚠ {job.name} stopped without a result")
         try:
-            ended = replace(job, state="done", text=work())
+            ended = replace(job, state="done", text=str(work()))
         except Exception as err:  # every failure ends the job with words for people, never a dead thread
-            log.warning("job %s (%s) failed: %s", job.id, job.name, err)
-            ended = replace(job, state="failed", text=failed(err))
-        with self._lock:
-            self._jobs[job.id] = replace(ended, ended_at=time.time())
+            log.warning("job %s (%s) failed: %s", job.id, job.name, err, exc_info=True)
+            ended = replace(job, state="failed", text=_worded(failed, err, job.name))
+        finally:
+            with self._lock:
+                self._jobs[job.id] = replace(ended, ended_at=time.time())
+
+
+def _worded(failed: Callable[[Exception], str], err: Exception, name: str) -> str:
+    """`failed(err)`, or a plain sentence when the wording itself fails."""
+    try:
+        return failed(err)
+    except Exception:  # the wording must not lose the outcome
+        log.exception("job %s: its failure could not be worded", name)
+        return f"⚠ {name} failed unexpectedly: {type(err).__name__}: {err}"

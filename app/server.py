@@ -9,7 +9,7 @@ import fastapi
 import gradio as gr
 import uvicorn
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -17,7 +17,8 @@ from app.api.openai_routes import build_router, require_key
 from app.api.schemas import ApiError
 from app.auth import login_check
 from app.context import AppContext
-from app.telemetry.metrics import render as render_metrics
+from app.telemetry import metrics
+from app.telemetry.views import Health
 from app.ui import admin_page, kiosk, page
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -49,18 +50,20 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     _mount_openai(api, ctx)
     settings = ctx.settings
 
-    @api.get("/metrics", response_class=PlainTextResponse)
-    def metrics(request: fastapi.Request) -> str:
+    own = metrics.registry(ctx.status, ctx.engine.counters.snapshot)
+
+    @api.get("/metrics")
+    def metrics_page(request: fastapi.Request) -> Response:
         if not settings.metrics_public:
             require_key(request, settings.api_keys)
-        return render_metrics(ctx.status(), ctx.engine.counters.snapshot())
+        return Response(metrics.render(own), media_type=metrics.CONTENT_TYPE)
 
     @api.get("/health")
-    def health(request: fastapi.Request) -> dict[str, Any]:
+    def health(request: fastapi.Request) -> Health:
         if not settings.health_public:
             require_key(request, settings.api_keys)
-        status = ctx.status()
-        return {"ok": True, "engine": status["state"], "message": status["message"]}
+        status = ctx.engine.status()
+        return Health(engine=status.state, message=status.message)
 
     for sub in ("/kiosk", "/admin"):  # the pages live at /kiosk/ and /admin/: a link without the slash works too
         api.add_api_route(sub, _redirect_to(sub + "/"), include_in_schema=False)

@@ -194,3 +194,57 @@ def test_engine_settings_reload_the_model_with_a_new_split_and_context(
     still_serving(c)
     back = c.predict({"n_ctx": 4096, "tensor_split": ""}, token, api_name="/engine_settings")
     assert back["n_ctx"] == 4096
+
+
+def test_a_parallel_that_does_not_fit_is_refused_naming_the_card(admin: tuple[Client, str]) -> None:
+    """The demo's KV cache is 1 KiB per token and layer: 64 slots of 131,072 tokens need ≈ 40 GiB per card."""
+    c, token = admin
+    before = c.predict(api_name="/status")
+    with pytest.raises(AppError, match=r"parallel must be a whole number from 1 to 64, not 0"):
+        c.predict({"parallel": 0}, token, api_name="/engine_settings")
+    with pytest.raises(AppError, match=r"does not fit: card 0 \(127\.0\.0\.1:\d+\) needs [\d.]+ GiB but has [\d.]+ "
+                                       r"GiB free \(weights [\d.]+ GiB, KV cache [\d.]+ GiB for 64 × 131072 tokens"):
+        c.predict({"parallel": 64, "n_ctx": 131072}, token, api_name="/engine_settings")
+    after = c.predict(api_name="/status")
+    assert (after["queue"]["parallel"], after["model"]["n_ctx"]) == (before["queue"]["parallel"], 4096)
+    still_serving(c)
+
+
+def page_login(page: Any, url: str) -> None:
+    """Log in on the admin page, waiting out a throttle an earlier test's wrong password started (the
+    page may open a moment after the password was sent: it is sent again only while it is shown)."""
+    page.goto(url + "/admin/", wait_until="load")
+    page.locator("#admin-password input").wait_for(timeout=15_000)
+    deadline = time.monotonic() + 60
+    while not page.locator("#catalog").is_visible():
+        assert time.monotonic() < deadline, "could not log in to the admin page"
+        if page.locator("#admin-password input").is_visible():
+            page.locator("#admin-password input").fill(ADMIN_PASSWORD)
+            page.locator("#admin-password input").press("Enter")
+        page.wait_for_timeout(1_500)
+
+
+def test_parallel_and_background_slots_are_set_on_the_admin_page(
+    browser: Any, admin: tuple[Client, str], appliance: Appliance
+) -> None:
+    c, token = admin
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    try:
+        page_login(page, appliance.url)
+        page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
+        page.get_by_text("Engine settings", exact=True).first.click()
+        assert page.locator("#parallel input").input_value() == "4"
+        page.locator("#parallel input").fill("3")
+        page.locator("#background-slots input").fill("2")
+        page.locator("#apply-settings").click()
+        page.wait_for_function("() => /loaded in|⚠/.test(document.querySelector('#switch-result').innerText)",
+                               timeout=120_000)
+        assert "loaded in" in page.locator("#switch-result").inner_text()
+        queue = c.predict(api_name="/status")["queue"]
+        assert (queue["parallel"], queue["background_slots"]) == (3, 2)
+        page.locator("#admin-status").get_by_text("0 of 3 slots running").first.wait_for(timeout=5_000)
+        still_serving(c)
+    finally:
+        page.close()
+        c.predict({"parallel": 4, "background_slots": 1}, token, api_name="/engine_settings")
+    assert c.predict(api_name="/status")["queue"]["parallel"] == 4

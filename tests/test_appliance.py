@@ -12,6 +12,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from app.telemetry.views import ApplianceStatus
 from app.ui import display, panels
 from tests.harness import STEP_TIMEOUT_S, Appliance, get_json, wait_until
 
@@ -200,8 +201,9 @@ def test_a_card_that_hangs_mid_answer_cannot_freeze_the_box(appliance: Appliance
             lambda: (s := status(appliance))["cards"][victim]["state"] == "not-responding" and s, timeout=10
         )
         assert seen["state"] != "ready" and seen["down_card"] == endpoint
-        assert f"card {victim} not responding" in display.header_html(seen)
-        assert "not responding" in panels.card_strip(seen, compact=True)  # the kiosk's strip and the Cards tab
+        typed = ApplianceStatus.model_validate(seen)  # what the pages render, read back from /status
+        assert f"card {victim} not responding" in display.header_html(typed)
+        assert "not responding" in panels.card_strip(typed, compact=True)  # the kiosk's strip and the Cards tab
         asked = time.monotonic()
         with pytest.raises(AppError, match=rf"card {victim} \({endpoint}\).*not responding"):
             c.predict("Are you there?", "", "", 8, api_name="/chat")

@@ -1,8 +1,11 @@
 """The model catalog: which GGUFs the appliance offers, what their headers say, and whether they fit.
 
 Entries come from `assets/models.toml` (or the file the settings name). A model file must lie under
-the models folder; paths never come from a browser. The fit check runs before any switch, so a model
-that does not fit is refused with numbers instead of crashing halfway through a load.
+the models folder; paths never come from a browser. The fit check (`fit`) runs before every reload, so
+a model or a setting (`parallel`, `n_ctx`, the KV type, the split) that does not fit is refused with
+numbers instead of crashing halfway through a load: each card needs its real share of the weights
+from the GGUF's tensor table (the last card also holds the output matrix), `parallel` × the context's
+KV cache of its layers, and buffers.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError
-from app.engine.gguf_header import HeaderError, read_header
+from app.engine.gguf_header import Header, HeaderError, read_header
 
 _KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # bytes per element, block overhead included
 _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
@@ -71,12 +75,19 @@ def check_location(path: Path, models_dir: Path) -> Path:
 
 def inspect_gguf(path: Path) -> GgufInfo:
     """Read a GGUF's header; a missing, truncated or malformed file is refused with the reason."""
+    return _inspect(path, _header(path))
+
+
+def _header(path: Path) -> Header:
     if not path.is_file():
         raise EngineError(f"the model file {path} is missing", kind="request")
     try:
-        header = read_header(path)
+        return read_header(path)
     except HeaderError as err:
         raise EngineError(f"{path.name} is damaged or truncated (not a readable GGUF): {err}", kind="request") from err
+
+
+def _inspect(path: Path, header: Header) -> GgufInfo:
     size = path.stat().st_size
     known = [(offset, n) for _, _, offset, n in header.tensors if n is not None]
     end = header.data_start + max((offset + n for offset, n in known), default=0)
@@ -100,33 +111,108 @@ def inspect_gguf(path: Path) -> GgufInfo:
     )
 
 
-def estimate_per_card(info: GgufInfo, *, n_ctx: int, kv_type: str, n_cards: int, n_ubatch: int) -> list[int]:
-    """Bytes each card needs: its share of the weights and of the KV cache, plus buffers; the last
-    card also holds the output layer's logits buffer."""
-    if kv_type not in _KV_BYTES:
-        raise EngineError(f"KV cache type {kv_type!r} is not one of {', '.join(_KV_BYTES)}", kind="request")
-    kv = 2 * info.n_layers * n_ctx * info.n_head_kv * info.head_dim * _KV_BYTES[kv_type]
-    share = (info.weights_bytes + kv) / n_cards
-    logits = info.n_vocab * n_ubatch * 4
-    return [int(share + _BUFFER_PER_CARD + (logits if i == n_cards - 1 else 0)) for i in range(n_cards)]
+@dataclass(frozen=True)
+class CardNeed:
+    """What one card must hold for an engine configuration."""
+
+    weights: int  # its share of the weights, from the GGUF's tensor table
+    kv: int  # the KV cache of its layers, for every slot
+    buffers: int  # compute buffers (the last card: the output layer's logits too)
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.buffers
 
 
-def check_fit(need: list[int], free: list[int | None], cards: list[str]) -> None:
-    """Refuse, with the numbers, a model that would not fit on every card."""
-    short = [
-        f"card {i} ({cards[i]}) needs {need[i] / 2**30:.1f} GiB but has {have / 2**30:.1f} GiB free"
-        for i, have in enumerate(free)
-        if have is not None and need[i] > have
-    ]
-    if short:
-        raise EngineError("the model does not fit: " + "; ".join(short), kind="request")
+@dataclass(frozen=True)
+class CardMemory:
+    """A card's memory as its agent reports it, and what the loaded model holds there now (given back
+    when it is unloaded first, as every switch does)."""
+
+    total: int | None
+    used: int | None
+    held: int = 0
+
+    @property
+    def free(self) -> int | None:
+        return None if self.total is None or self.used is None else self.total - self.used + self.held
+
+
+@dataclass(frozen=True)
+class Fit:
+    info: GgufInfo
+    needs: list[CardNeed]
+    short: list[str]  # one sentence per card that lacks the memory
+
+    @property
+    def problem(self) -> str:
+        return "the model does not fit: " + "; ".join(self.short) if self.short else ""
+
+    def check(self) -> None:
+        """Refuse, with the numbers, a configuration that would not fit on every card."""
+        if self.short:
+            raise EngineError(self.problem, kind="request")
+
+
+def needs(config: EngineConfig) -> tuple[GgufInfo, list[CardNeed]]:
+    """What each card of `config` must hold: its weights as llama's layer split places them, its
+    layers' KV cache for `parallel` slots of `n_ctx` tokens (every layer at full context: with several
+    sequences in one cache llama.cpp keeps sliding-window layers full-size too — "using full-size SWA
+    cache" in its load log) and buffers."""
+    if config.kv_type not in _KV_BYTES:
+        raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_BYTES)}", kind="request")
+    header = _header(config.model_path)
+    info = _inspect(config.model_path, header)
+    per_layer = 2 * config.parallel * config.n_ctx * info.n_head_kv * info.head_dim * _KV_BYTES[config.kv_type]
+    shares = _shares(header, len(config.cards), config.tensor_split)
+    logits = info.n_vocab * config.n_ubatch * 4
+    last = len(shares) - 1
+    return info, [CardNeed(weights, int(per_layer * layers), _BUFFER_PER_CARD + (logits if k == last else 0))
+                  for k, (weights, layers) in enumerate(shares)]
+
+
+def fit(config: EngineConfig, memory: dict[str, CardMemory]) -> Fit:
+    """Whether `config` fits the cards' memory (by endpoint; a card without a reading is not judged)."""
+    info, need = needs(config)
+    short = []
+    for index, (endpoint, card) in enumerate(zip(config.cards, need, strict=True)):
+        free = memory[endpoint].free if endpoint in memory else None
+        if free is not None and card.total > free:
+            short.append(
+                f"card {index} ({endpoint}) needs {_gib(card.total)} GiB but has {_gib(free)} GiB free "
+                f"(weights {_gib(card.weights)} GiB, KV cache {_gib(card.kv)} GiB for {config.parallel} "
+                f"× {config.n_ctx} tokens, buffers {_gib(card.buffers)} GiB)"
+            )
+    return Fit(info, need, short)
+
+
+def held(config: EngineConfig, placed: dict[str, int]) -> dict[str, int]:
+    """What the loaded `config` holds on each card: the weights llama placed there (`placed`, by
+    endpoint) and, where it holds any, its KV cache and buffers as `needs` counts them."""
+    try:
+        _, need = needs(config)
+    except EngineError:  # the loaded model's file is gone: count the weights alone
+        return dict(placed)
+    counted = dict(zip(config.cards, need, strict=True))
+    return {endpoint: weights + ((counted[endpoint].kv + counted[endpoint].buffers)
+                                 if weights and endpoint in counted else 0)
+            for endpoint, weights in placed.items()}
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f}"
 
 
 def weights_per_card(path: Path, n_cards: int, split: tuple[float, ...] | None = None) -> list[int]:
-    """Bytes of weights each card receives, as llama.cpp's layer split places them: the repeating
-    layers by cumulative share (n_layers + 1 units, the last one being the output layer), and the
-    output matrix (or, tied, a copy of the token embeddings) on the last card."""
-    header = read_header(path)
+    """Bytes of weights each card receives, as llama.cpp's layer split places them (see `_shares`)."""
+    return [weights for weights, _ in _shares(read_header(path), n_cards, split)]
+
+
+def _shares(header: Header, n_cards: int, split: tuple[float, ...] | None) -> list[tuple[int, int]]:
+    """Per card: the bytes of weights it receives and how many repeating layers it holds, as llama.cpp's
+    layer split places them: the repeating layers by cumulative share (n_layers + 1 units, the last one
+    being the output layer), and the output matrix (or, tied, a copy of the token embeddings) on the
+    last card. Without a split, every card's share is equal."""
     shares = list(split or [1.0] * n_cards)
     bounds = [sum(shares[: k + 1]) / sum(shares) for k in range(n_cards)]
     layers: dict[int, int] = {}
@@ -140,8 +226,10 @@ def weights_per_card(path: Path, n_cards: int, split: tuple[float, ...] | None =
         elif name == "token_embd.weight":
             embeddings = size or 0
     units = len(layers) + 1
-    per_card = [0] * n_cards
+    per_card = [[0, 0] for _ in range(n_cards)]
     for layer, size in layers.items():
-        per_card[next(k for k, bound in enumerate(bounds) if layer / units < bound)] += size
-    per_card[-1] += output if output > 1_000_000 else output + embeddings  # no output matrix: tied
-    return per_card
+        card = per_card[next(k for k, bound in enumerate(bounds) if layer / units < bound)]
+        card[0] += size
+        card[1] += 1
+    per_card[-1][0] += output if output > 1_000_000 else output + embeddings  # no output matrix: tied
+    return [(weights, count) for weights, count in per_card]

@@ -14,12 +14,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Any, Literal
+from typing import Literal
 
 from app.engine.backends import Backend, WorkerLost
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Stats, Token
 from app.engine.meter import Counters, RateMeter
+from app.engine.status import EngineStatus
 from app.engine.supervisor import RETRY_S, BackendSupervisor
 from app.engine.ticket import Ticket
 
@@ -40,8 +41,12 @@ class EngineService(BackendSupervisor):
         self._hold: Callable[[], str | None] = lambda: None
         self._held_for: str | None = None
         self._cancel_s: float | None = None  # from the last cancel to its slot being free
-        self.parallel = max(1, config.parallel)
-        self.background_slots = max(1, min(background_slots, self.parallel))
+        self.background_slots = max(1, background_slots)
+
+    @property
+    def parallel(self) -> int:
+        """Slots: answers generated at once, as the loaded configuration says (an admin may change it)."""
+        return max(1, self.config.parallel)
 
     def start(self) -> None:
         """Load the model in the background and start serving the queue."""
@@ -110,7 +115,7 @@ class EngineService(BackendSupervisor):
             return None
         background = sum(t.request.background for t in self._running.values())
         for ticket in self._waiting:
-            if not ticket.request.background or background < self.background_slots:
+            if not ticket.request.background or background < min(self.background_slots, self.parallel):
                 return ticket
         return None
 
@@ -201,10 +206,10 @@ class EngineService(BackendSupervisor):
 
     # -- what the UI and API show ------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> EngineStatus:
         with self._cond:
             info = self._info
-            return {
+            return EngineStatus.model_validate({
                 "state": self._state,
                 "message": self._message,
                 "switching": self._switching,
@@ -226,12 +231,13 @@ class EngineService(BackendSupervisor):
                     "held": self._held_for,
                     "parallel": self.parallel,
                     "background": sum(t.request.background for t in self._running.values()),
+                    "background_slots": min(self.background_slots, self.parallel),
                     "background_waiting": sum(t.request.background for t in self._waiting),
                 },
                 "live_tps": round(self.rate.rate(), 1) if self._running else 0.0,
                 "last_stats": self._last_stats.as_dict() if self._last_stats else None,
                 "last_cancel_s": None if self._cancel_s is None else round(self._cancel_s, 3),
-            }
+            })
 
 
 def _bounded(request: GenerationRequest, limit: int) -> GenerationRequest:

@@ -13,6 +13,7 @@ from app.engine import catalog
 from app.engine.gguf_header import HeaderError
 from app.engine.service import EngineService
 from app.telemetry.monitor import read_health
+from app.telemetry.views import LoadRow
 
 
 class LoadProgress:
@@ -31,9 +32,9 @@ class LoadProgress:
             if used is not None:
                 self._lowest[endpoint] = max(0, used - held)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[LoadRow]:
         """Per card while a model loads (else []): loaded and expected GiB and the percentage, or pct None."""
-        if self.engine.status()["state"] != "loading":
+        if self.engine.status().state != "loading":
             return []
         config = self.engine.config
         key = (str(config.model_path), len(config.cards), config.tensor_split)
@@ -47,12 +48,12 @@ class LoadProgress:
         for index, (endpoint, expected) in enumerate(zip(config.cards, self._expected[1], strict=True)):
             used = self._memory_used(endpoint)
             if used is None or not expected:
-                rows.append({"card": index, "endpoint": endpoint, "pct": None})
+                rows.append(LoadRow(card=index, endpoint=endpoint))
                 continue
             low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
             gained = used - low
-            rows.append({"card": index, "endpoint": endpoint, "loaded_gib": round(gained / 2**30, 2),
-                         "expected_gib": round(expected / 2**30, 2), "pct": min(100, round(100 * gained / expected))})
+            rows.append(LoadRow(card=index, endpoint=endpoint, loaded_gib=round(gained / 2**30, 2),
+                                expected_gib=round(expected / 2**30, 2), pct=min(100, round(100 * gained / expected))))
         return rows
 
     def _memory_used(self, endpoint: str) -> int | None:

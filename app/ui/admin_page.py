@@ -5,6 +5,7 @@ of the admin service; a timer shows their progress, the engine's state and the c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -12,6 +13,7 @@ import pandas as pd
 
 from app.admin import AdminDenied, AdminService
 from app.engine.events import EngineError
+from app.telemetry.views import ApplianceStatus
 from app.ui import panels
 from app.ui.callers import client_address
 
@@ -22,10 +24,11 @@ _CATALOG = {"name": "Model", "fits": "Fits", "problem": "Why it cannot load", "l
             "size_gib": "Size (GiB)", "need_gib_per_card": "Needs per card (GiB)", "layers": "Layers",
             "quant": "Quantisation", "n_ctx": "Context", "kv_type": "KV cache", "arch": "Architecture",
             "file": "File"}
-_SETTINGS = ["n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split"]
+# The engine settings row, in the order of its fields (the cards' endpoints follow them).
+_SETTINGS = ["n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"]
 
 
-def build(admin: AdminService, status: Any) -> gr.Blocks:
+def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Blocks:
     """`status()` gives the appliance's status (engine and cards) for the live panel."""
     with gr.Blocks(title="Quartet admin", analytics_enabled=False) as page:
         token, job = gr.State(None), gr.State(None)
@@ -50,6 +53,11 @@ def build(admin: AdminService, status: Any) -> gr.Blocks:
                     kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], label="KV cache")
                     split = gr.Textbox(label="tensor split (share per card; empty: by free memory)",
                                        elem_id="tensor-split")
+                with gr.Row():
+                    parallel = gr.Number(label="answers at once (parallel; each holds its context's KV cache "
+                                         "on the cards)", precision=0, minimum=1, elem_id="parallel")
+                    background = gr.Number(label="slots background work may take", precision=0, minimum=1,
+                                           elem_id="background-slots")
                 apply = gr.Button("Apply and reload", elem_id="apply-settings")
             with gr.Accordion("Cards", open=False):
                 endpoints = gr.Textbox(lines=4, elem_id="card-endpoints",
@@ -85,7 +93,7 @@ def build(admin: AdminService, status: Any) -> gr.Blocks:
                 current = admin.engine_settings(opened)
             except AdminDenied as err:
                 raise denied(err) from err
-            shown = [current[name] for name in _SETTINGS[:5]] + [current["tensor_split"], current["cards"]]
+            shown = [current[name] for name in _SETTINGS] + [current["cards"]]
             return (opened, gr.update(visible=False), gr.update(visible=True), "", gr.Timer(active=True),
                     _live(status()), *overview(opened), *shown)
 
@@ -112,10 +120,12 @@ def build(admin: AdminService, status: Any) -> gr.Blocks:
                 raise gr.Error("Choose a model and tick the confirmation first.")
             return started(key, f"switch to {model}", lambda: admin.switch_model(key, model, who=who(request)))
 
-        def on_apply(key: str | None, context: float, threads: float, batch: float, ubatch: float, kv: str,
-                     shares: str, request: gr.Request) -> tuple[str, str]:
-            changes = {"n_ctx": int(context), "n_threads": int(threads), "n_batch": int(batch),
-                       "n_ubatch": int(ubatch), "kv_type": kv, "tensor_split": shares}
+        def on_apply(key: str | None, context: float | None, threads: float | None, batch: float | None,
+                     ubatch: float | None, kv: str, shares: str, slots: float | None, background_slots: float | None,
+                     request: gr.Request) -> tuple[str, str]:
+            changes = {"n_ctx": context, "n_threads": threads, "n_batch": batch, "n_ubatch": ubatch,
+                       "kv_type": kv, "tensor_split": shares, "parallel": slots,
+                       "background_slots": background_slots}  # the admin service checks each one
             return started(key, "engine settings", lambda: admin.apply_settings(key, changes, who=who(request)))
 
         def on_cards(key: str | None, text: str, request: gr.Request) -> tuple[str, str]:
@@ -131,29 +141,29 @@ def build(admin: AdminService, status: Any) -> gr.Blocks:
                 raise denied(err) from err
 
         quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
-        fields = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, endpoints]
+        settings = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, parallel, background]
+        fields = [*settings, endpoints]
         gr.on([enter.click, password.submit], on_login, password,
               [token, door, room, password, timer, live, table, history, choice, *fields], **quiet)
         timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
         go.click(on_switch, [token, choice, sure], [job, result], **quiet)
-        apply.click(on_apply, [token, n_ctx, n_threads, n_batch, n_ubatch, kv_type, split], [job, result], **quiet)
+        apply.click(on_apply, [token, *settings], [job, result], **quiet)
         use.click(on_cards, [token, endpoints], [job, result], **quiet)
         restart.click(on_restart, token, [job, result], **quiet)
         ping.click(on_ping, [token, endpoints], pings, **quiet)
     return page
 
 
-def _live(status: dict[str, Any]) -> str:
+def _live(status: ApplianceStatus) -> str:
     return panels.overall(status) + panels.card_strip(status, compact=True)
 
 
-def _progress(admin: AdminService, status: dict[str, Any]) -> str:
-    lines = [f"⏳ {status['message']}"]
-    for card in admin.load_progress():
+def _progress(admin: AdminService, status: ApplianceStatus) -> str:
+    lines = [f"⏳ {status.message}"]
+    for row in admin.load_progress():
         lines.append(
-            f"- card {card['card']} ({card['endpoint']}): no memory reading" if card["pct"] is None else
-            f"- card {card['card']} ({card['endpoint']}): {card['loaded_gib']} of ≈{card['expected_gib']} GiB "
-            f"({card['pct']} %)"
+            f"- card {row.card} ({row.endpoint}): no memory reading" if row.pct is None else
+            f"- card {row.card} ({row.endpoint}): {row.loaded_gib} of ≈{row.expected_gib} GiB ({row.pct} %)"
         )
     return "\n".join(lines)
 

@@ -8,21 +8,22 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app.context import AppContext
+from app.telemetry.service import Telemetry
 from app.ui import panels
 
 _EVERY_S = 1.0
 _PLOTS = [("tokens_per_s", "tokens/s"), ("load_pct", "load %"), ("temperature_c", "temperature °C")]
 
 
-def build(ctx: AppContext) -> gr.Timer:
-    """Returns the tab's timer so the page can pause it while the tab is hidden."""
-    status = ctx.status()
+def build(telemetry: Telemetry) -> gr.Timer:
+    """Returns the tab's timer so the page can pause it while the tab is hidden. The overall line shows
+    the answers running / waiting in the engine's slots and the aggregate tokens/s."""
+    status = telemetry.status()
     overall = gr.HTML(panels.overall(status), elem_id="cards-overall")
     strip = gr.HTML(panels.card_strip(status), elem_id="card-panels")
     plots = [
         gr.LinePlot(
-            _frame(ctx, key), x="minutes", y=key, color="card", title=title, x_title="minutes ago",
+            _frame(telemetry, key), x="minutes", y=key, color="card", title=title, x_title="minutes ago",
             y_title=title, height=220, elem_id=f"plot-{key}",
         )
         for key, title in _PLOTS
@@ -31,8 +32,8 @@ def build(ctx: AppContext) -> gr.Timer:
     timer = gr.Timer(_EVERY_S, active=False)
 
     def refresh() -> tuple[Any, ...]:
-        now = ctx.status()
-        frames = [_frame(ctx, key) for key, _ in _PLOTS]
+        now = telemetry.status()
+        frames = [_frame(telemetry, key) for key, _ in _PLOTS]
         missing = [title for (_, title), frame in zip(_PLOTS, frames, strict=True) if frame.empty]
         shown = [gr.update(value=frame, visible=not frame.empty) for frame in frames]
         message = f"No card reports {', '.join(missing)} (no sensor)." if missing else ""
@@ -42,8 +43,8 @@ def build(ctx: AppContext) -> gr.Timer:
     return timer
 
 
-def _frame(ctx: AppContext, key: str) -> pd.DataFrame:
-    rows = ctx.telemetry.history()
+def _frame(telemetry: Telemetry, key: str) -> pd.DataFrame:
+    rows = telemetry.history()
     now = time.time()
     frame = pd.DataFrame(
         [{"minutes": round((r["t"] - now) / 60, 3), "card": f"card {r['card']}", key: r[key]} for r in rows

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.chat.service import ChatUpdate
 from app.chat.store import StoredMessage
+from app.telemetry.views import ApplianceStatus
 from app.ui.rendering import safe_markdown
 
 
@@ -102,19 +103,17 @@ def throttle(updates: Iterator[ChatUpdate], per_s: float) -> Iterator[ChatUpdate
         yield pending
 
 
-def header_html(status: dict[str, Any]) -> str:
-    model = status.get("model") or {}
-    name = html.escape(model.get("name") or "no model")
-    state = html.escape(status.get("state", "?"))
+def header_html(status: ApplianceStatus) -> str:
+    name = html.escape(status.model.name if status.model else "no model")
+    state = html.escape(status.state)
     cards = []
-    for card in status.get("cards", []):
-        layers = card.get("layers") or []
-        span = f"{layers[0]}–{layers[-1]}" if layers else "no layers"
+    for card in status.cards:
+        span = f"{card.layers[0]}–{card.layers[-1]}" if card.layers else "no layers"
         cards.append(
-            f"<span class='q-card q-{card['state']}' title='{html.escape(card['endpoint'])}: {span}'>"
-            f"card {card['index']} {card['state'].replace('-', ' ')}</span>"
+            f"<span class='q-card q-{card.state}' title='{html.escape(card.endpoint)}: {span}'>"
+            f"card {card.index} {card.state.replace('-', ' ')}</span>"
         )
-    message = html.escape(status.get("message", "")) if state != "ready" else ""
+    message = html.escape(status.message) if state != "ready" else ""
     return (
         f"<div class='q-header'><span class='q-model'>{name}</span>"
         f"<span class='q-state q-{state}'>{state}</span>{''.join(cards)}"
@@ -122,11 +121,10 @@ def header_html(status: dict[str, Any]) -> str:
     )
 
 
-def _load(status: dict[str, Any]) -> str:
+def _load(status: ApplianceStatus) -> str:
     """'2 running · 1 waiting · 41.0 tok/s': the answers in the slots, the queue, the aggregate rate."""
-    queue = status.get("queue") or {}
-    running, waiting = queue.get("running", 0), queue.get("waiting", 0)
+    running, waiting = status.running, status.waiting
     if not running and not waiting:
         return ""
-    rate = f" · {status.get('live_tps', 0.0):.1f} tok/s" if running else ""
+    rate = f" · {status.live_tps:.1f} tok/s" if running else ""
     return f"<span class='q-load'>{running} running · {waiting} waiting{rate}</span>"

@@ -6,7 +6,9 @@ import gradio as gr
 
 from app.context import AppContext
 from app.ui import (
+    admin_api,
     api_endpoints,
+    cards_api,
     cards_tab,
     chat_api,
     chat_tab,
@@ -31,10 +33,12 @@ def build(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer = extraction_tab.build(ctx)
             with gr.Tab("Cards", id="cards") as cards:
-                cards_timer = cards_tab.build(ctx)
+                cards_timer = cards_tab.build(ctx.telemetry)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.ui_updates_per_s)
         documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
         api_endpoints.register(ctx)
+        cards_api.register(ctx.telemetry)
+        admin_api.register(ctx.admin)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
         # a tab's timer only runs while the tab is shown

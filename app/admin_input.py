@@ -1,0 +1,60 @@
+"""What an admin types into the engine settings, checked before anything changes: each value in the
+engine's type and within its bounds, or a refusal that names the setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.engine.engine_config import EngineConfig
+from app.engine.events import EngineError
+
+# The engine settings the admin may change, the whole numbers with their bounds.
+_SETTINGS = {"n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"}
+_RANGES = {"n_ctx": (256, 2**20), "n_threads": (1, 256), "n_batch": (1, 2**16), "n_ubatch": (1, 2**16),
+           "parallel": (1, 64)}
+
+
+def checked_settings(changes: dict[str, Any], config: EngineConfig) -> tuple[dict[str, Any], int | None]:
+    """The admin's changes in the engine's types, or a refusal naming the setting; background_slots
+    (a setting of the queue, not of the loaded engine) apart."""
+    unknown = set(changes) - _SETTINGS
+    if unknown:
+        raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}",
+                          kind="request")
+    checked = dict(changes)
+    for name, (low, high) in _RANGES.items():
+        if name in checked:
+            checked[name] = _count(name, checked[name], low, high)
+    if "tensor_split" in checked:
+        checked["tensor_split"] = _split(checked["tensor_split"], len(config.cards))
+    background = checked.pop("background_slots", None)
+    if background is not None:
+        background = _count("background_slots", background, 1, checked.get("parallel", config.parallel))
+    return checked, background
+
+
+def _count(name: str, value: Any, low: int, high: int) -> int:
+    """A whole number from the admin within [low, high], or a refusal that says which setting and why."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = low - 1
+    if not low <= number <= high:
+        raise EngineError(f"{name} must be a whole number from {low} to {high}, not {value!r}", kind="request")
+    return number
+
+
+def _split(shares: Any, n_cards: int) -> tuple[float, ...] | None:
+    """A tensor split from the admin ("1, 1, 1, 2" or a list): one share ≥ 0 per card; empty = llama's."""
+    if shares is None or (isinstance(shares, str) and not shares.strip()):
+        return None
+    parts = shares.replace(",", " ").split() if isinstance(shares, str) else list(shares)
+    try:
+        values = tuple(float(part) for part in parts)
+    except (TypeError, ValueError) as err:
+        raise EngineError(f"tensor split {shares!r} is not a list of numbers", kind="request") from err
+    if len(values) != n_cards:
+        raise EngineError(f"tensor split needs one share per card ({n_cards}), not {len(values)}", kind="request")
+    if any(v < 0 for v in values) or sum(values) <= 0:
+        raise EngineError("tensor split shares must be ≥ 0 and not all 0", kind="request")
+    return values

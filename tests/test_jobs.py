@@ -1,0 +1,79 @@
+"""Long admin actions as jobs: whatever the action does, the job ends with words for people, and the
+next action may start (issue 16: an unexpected error in the admin runner failed on a missing "text"
+key and left the page waiting)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.admin import AdminDenied, AdminService
+from app.auth import hash_password
+from app.database import Database
+from app.engine.engine_config import EngineConfig
+from app.engine.service import EngineService
+from app.jobs import Job, Jobs
+from app.settings import DEMO_MODEL, Settings
+from app.telemetry.monitor import CardMonitor
+from app.telemetry.service import Telemetry
+from tests.harness import wait_until
+
+
+def ended(jobs: Jobs, job: Job) -> Job:
+    done: Job = wait_until(lambda: (now := jobs.get(job.id)) and now.state != "running" and now, timeout=5)
+    return done
+
+
+def missing_text() -> str:
+    outcome: dict[str, str] = {}
+    return outcome["text"]  # the old runner's own failure: an outcome without its text
+
+
+def test_an_unexpected_error_ends_the_job_with_words_for_people() -> None:
+    jobs = Jobs()
+    job = ended(jobs, jobs.start("engine restart", missing_text, failed=lambda err: f"⚠ restart failed: {err!r}"))
+    assert (job.state, job.text) == ("failed", "⚠ restart failed: KeyError('text')")
+    assert job.ended_at is not None
+    assert ended(jobs, jobs.start("again", lambda: "✅ done", failed=str)).text == "✅ done"  # the next one runs
+
+
+def test_a_failure_that_cannot_be_worded_still_ends_the_job() -> None:
+    jobs = Jobs()
+    job = ended(jobs, jobs.start("switch", missing_text, failed=lambda err: {}["text"]))
+    assert job.state == "failed" and job.text == "⚠ switch failed unexpectedly: KeyError: 'text'"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_action_that_ends_its_thread_does_not_leave_the_job_running() -> None:
+    def leaves() -> str:
+        raise SystemExit  # not an Exception: it ends the thread
+
+    jobs = Jobs()
+    job = ended(jobs, jobs.start("card change", leaves, failed=str))
+    assert job.state == "failed" and "card change stopped without a result" in job.text
+    assert ended(jobs, jobs.start("next", lambda: "ok", failed=str)).state == "done"
+
+
+def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
+    """The admin service's runner with a real engine service, not started (nothing loads): the job says
+    what failed and how."""
+    settings = Settings(admin_password_hash=hash_password("pw", iterations=1000), cards=["127.0.0.1:1"])
+    engine = EngineService(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=("127.0.0.1:1",)))
+    monitor = CardMonitor(["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
+    telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
+    admin = AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry,
+                         settings=settings)
+    token = admin.login("pw", who="test", client="127.0.0.1")
+
+    def broken() -> object:
+        missing_text()
+        return None
+
+    job = admin.start(token, "engine restart", broken)  # type: ignore[arg-type]
+    wait_until(lambda: admin.job(token, job.id).state != "running", timeout=5)  # type: ignore[union-attr]
+    done = admin.job(token, job.id)
+    assert done is not None and done.state == "failed"
+    assert done.text == "⚠ engine restart failed unexpectedly (KeyError: 'text'); the app's log has the details"
+    with pytest.raises(AdminDenied):
+        admin.job("forged", job.id)
