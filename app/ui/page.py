@@ -13,6 +13,7 @@ from app.ui import (
     display,
     documents_api,
     documents_tab,
+    extraction_api,
     extraction_tab,
 )
 
@@ -29,11 +30,12 @@ def build(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer = documents_tab.build(ctx.knowledge, ctx.answerer, ctx.summariser)
             with gr.Tab("Extraction", id="extraction") as extraction:
-                extraction_timer = extraction_tab.build(ctx)
+                extraction_timer = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer = cards_tab.build(ctx)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.ui_updates_per_s)
         documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
+        extraction_api.register(ctx.extraction)
         api_endpoints.register(ctx)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
