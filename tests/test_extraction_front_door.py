@@ -110,7 +110,8 @@ def test_the_results_grid_has_a_flag_on_every_cell(filled: tuple[ExtractionStore
     assert shown["seller"] == "Nordlicht Instruments ✎"
     assert grid["data"][0][headers.index("seller")] == "Nordlicht Instruments", "the value itself stays editable text"
     styles = dict(zip(headers, grid["metadata"]["styling"][0], strict=True))
-    assert styles["seller"] and not styles["invoice_number"]
+    assert styles["seller"].startswith("--q-flag: '✎';") and styles["invoice_number"] == "--q-flag: '✓';"
+    assert styles["document"] == "", "the flag travels in the style: an editable cell shows only its value"
 
 
 def test_a_stopped_run_is_stopped_not_an_error(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from app.extraction.exports import row_place
 from app.extraction.schemas import columns, is_table
 from app.extraction.store import Result, Run
 
-# a flag's mark and the cell's style in the editable grids
+# a flag's mark and the cell's colour in the editable grids; an editable cell shows its value itself, so
+# the mark travels in the cell's style, as --q-flag, which quartet.css writes after the text (::after)
 _FLAGS = {
     "ok": ("✓", ""),
     "unverified": ("?", "background-color: rgba(255, 176, 32, 0.28);"),
@@ -57,11 +58,21 @@ def table_grid(run: Run, field: str, rows: list[tuple[Result, int, dict[str, Any
     return _flagged(["document", "row", *cols], shown)
 
 
+def widths(headers: list[str]) -> list[str | int]:
+    """Column widths that hold each header on one line, whatever the column holds (even nothing)."""
+    return [f"{max(96, 9 * len(header) + 48)}px" for header in headers]
+
+
 def _flagged(headers: list[str], rows: list[list[tuple[str, str]]]) -> dict[str, Any]:
     data = [[text for text, _ in row] for row in rows]
     marks = [[f"{text} {_FLAGS[flag][0]}" if text and _FLAGS[flag][0] else text for text, flag in row] for row in rows]
-    styles = [[_FLAGS[flag][1] for _, flag in row] for row in rows]
+    styles = [[_style(flag) for _, flag in row] for row in rows]
     return {"headers": headers, "data": data, "metadata": {"display_value": marks, "styling": styles} if rows else None}
+
+
+def _style(flag: str) -> str:
+    mark, colour = _FLAGS[flag]
+    return f"--q-flag: '{mark}'; {colour}".strip() if mark else ""
 
 
 def _field_flag(result: Result, name: str) -> str:

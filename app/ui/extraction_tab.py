@@ -27,7 +27,7 @@ from app.extraction.schemas import SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
 from app.ui.extraction_fields import editing
-from app.ui.extraction_review import flat_grid, review, table_grid
+from app.ui.extraction_review import flat_grid, review, table_grid, widths
 
 _EVERY_S = 1.0
 _CUSTOM = "custom"
@@ -112,8 +112,10 @@ def build(ex: ExtractionService) -> gr.Timer:
         files = _exports(ex, found.id) if ready else (None, None, [])
         tables = [name for name, spec in found.schema["properties"].items() if is_table(spec)]
         first = tables[0] if tables else None
-        return (line, flat_grid(found, results), review(found, results), gr.update(value=files[0], interactive=ready),
-                gr.update(value=files[1], interactive=ready), files[2] or None,
+        flat = flat_grid(found, results)
+        return (line, gr.update(value=flat, column_widths=widths(flat["headers"])), review(found, results),
+                gr.update(value=files[0], interactive=ready), gr.update(value=files[1], interactive=ready),
+                files[2] or None,
                 gr.update(choices=tables, value=first), on_table(found.id, first), now)
 
     def on_edit(run_id: int | None, edited: pd.DataFrame) -> None:
@@ -131,7 +133,8 @@ def build(ex: ExtractionService) -> gr.Timer:
             found = None
         if found is None or not name or not is_table(found.schema["properties"].get(name, {})):
             return pd.DataFrame()
-        return table_grid(found, name, ex.table_rows(found.id, name))
+        grid = table_grid(found, name, ex.table_rows(found.id, name))
+        return gr.update(value=grid, column_widths=widths(grid["headers"]))
 
     def on_table_edit(run_id: int | None, name: str | None, edited: pd.DataFrame) -> None:
         if run_id and name:
