@@ -42,8 +42,9 @@ def finished(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> 
     doc.write_text(INVOICE, encoding="utf-8")
     client = Client(appliance.url, verbose=False)
     client.predict([handle_file(str(doc))], api_name="/ingest")
-    wait_until(lambda: any(d["name"] == doc.name and d["status"] == "ok" for d in client.predict(api_name="/documents")),
-               timeout=180, every=0.5)
+    indexed = lambda: any(d["name"] == doc.name and d["status"] == "ok"  # noqa: E731
+                          for d in client.predict(api_name="/documents"))
+    wait_until(indexed, timeout=180, every=0.5)
     run_id = client.predict([doc.name], "", "invoice", api_name="/extraction_run")
     wait_until(lambda: client.predict(run_id, api_name="/extraction_results")["status"] in ("done", "error"),
                timeout=300, every=1.0)

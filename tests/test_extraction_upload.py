@@ -50,7 +50,7 @@ def test_a_bad_file_gets_a_clear_error_and_the_app_stays_up(appliance: Appliance
     client = Client(appliance.url, verbose=False)
     with pytest.raises(AppError, match=r"broken-for-extract\.pdf could not be indexed: \S"):
         client.predict(file=handle_file(str(broken)), template="invoice", api_name="/extract")
-    with pytest.raises(AppError, match="name a document .* or send a file"):
+    with pytest.raises(AppError, match=r"name a document .* or send a file"):
         client.predict(template="invoice", api_name="/extract")
     assert client.predict(api_name="/status")["state"] == "ready", "the app stays up"
 
