@@ -39,7 +39,7 @@ class ExtractionService:
         self, store: ExtractionStore, extractor: Extractor, knowledge: KnowledgeService, templates: Path, *,
         index_timeout_s: float = 600.0,
     ) -> None:
-        self.store, self.extractor, self.knowledge = store, extractor, knowledge
+        self._store, self._extractor, self._knowledge = store, extractor, knowledge
         self._templates = templates
         self._index_timeout_s = index_timeout_s
         self._corrections = Corrections(store, self._pages)
@@ -50,9 +50,9 @@ class ExtractionService:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        for run in self.store.runs():
+        for run in self._store.runs():
             if run.status in ("queued", "running"):  # the app stopped during it
-                self.store.finish_run(run.id, error="the appliance restarted during this run; start it again")
+                self._store.finish_run(run.id, error="the appliance restarted during this run; start it again")
         self._thread = threading.Thread(target=self._work, name="extraction", daemon=True)
         self._thread.start()
 
@@ -75,9 +75,9 @@ class ExtractionService:
 
     def documents_for(self, ids: Sequence[int] = (), folder: str | None = None) -> list[DocumentInfo]:
         """The chosen documents, plus every document of a kb/ folder (collection); indexed ones only."""
-        chosen = {d.id: d for d in self.knowledge.documents() if d.id in set(ids)}
+        chosen = {d.id: d for d in self._knowledge.documents() if d.id in set(ids)}
         if folder:
-            chosen |= {d.id: d for d in self.knowledge.documents(collection=folder)}
+            chosen |= {d.id: d for d in self._knowledge.documents(collection=folder)}
         ready = [d for d in chosen.values() if d.status == "ok"]
         if not ready:
             raise ValueError("choose at least one indexed document (or a folder that holds some)")
@@ -86,16 +86,16 @@ class ExtractionService:
     def find_document(self, key: str | int) -> DocumentInfo:
         """A document by id, or by file name when the name is unique."""
         text = str(key).strip()
-        if text.isdigit() and (doc := self.knowledge.document(int(text))) is not None:
+        if text.isdigit() and (doc := self._knowledge.document(int(text))) is not None:
             return doc
-        named = [d for d in self.knowledge.documents() if d.name == text]
+        named = [d for d in self._knowledge.documents() if d.name == text]
         if len(named) != 1:
             raise ValueError(f"no document {text!r}" if not named else f"{len(named)} documents are named {text!r}")
         return named[0]
 
     def documents(self) -> list[DocumentInfo]:
         """The indexed documents, the ones an extraction can read."""
-        return [d for d in self.knowledge.documents() if d.status == "ok"]
+        return [d for d in self._knowledge.documents() if d.status == "ok"]
 
     # -- one document, now -------------------------------------------------------------------
 
@@ -106,9 +106,9 @@ class ExtractionService:
         """One document's record, now: its progress as `Step`s, then the `Extraction`. `max_tokens` and
         `timeout_s` (0: the appliance's) may lower the limits, never raise them; ExtractionFailed says why
         nothing valid came back."""
-        limits = self.extractor.limits
+        limits = self._extractor.limits
         lower = Limits(max_tokens or limits.max_tokens, timeout_s or limits.timeout_s)
-        result = yield from self.extractor.run(document_id, schema, cancelled=cancelled, limits=lower)
+        result = yield from self._extractor.run(document_id, schema, cancelled=cancelled, limits=lower)
         yield result
 
     def extract_file(
@@ -116,7 +116,7 @@ class ExtractionService:
     ) -> Iterator[Step | Extraction]:
         """Upload and extract in one: the file is saved into kb/ like any upload (its size limit, a safe
         name), indexed, then extracted as `extract_one`. UploadError or ExtractionFailed says why not."""
-        saved = self.knowledge.upload(path.name, path)
+        saved = self._knowledge.upload(path.name, path)
         doc = yield from self._indexed(saved)
         yield from self.extract_one(doc.id, schema, max_tokens=max_tokens, timeout_s=timeout_s)
 
@@ -124,9 +124,9 @@ class ExtractionService:
         """The document of an upload once indexed (a duplicate: the one it duplicates), with progress."""
         deadline = time.monotonic() + self._index_timeout_s
         while time.monotonic() < deadline:
-            doc = next((d for d in self.knowledge.documents() if d.path == str(saved)), None)
+            doc = next((d for d in self._knowledge.documents() if d.path == str(saved)), None)
             if doc is not None and doc.status == "duplicate" and doc.duplicate_of is not None:
-                doc = self.knowledge.document(doc.duplicate_of) or doc
+                doc = self._knowledge.document(doc.duplicate_of) or doc
             if doc is not None and doc.status == "ok":
                 return doc
             if doc is not None and doc.status in ("error", "duplicate"):
@@ -141,21 +141,21 @@ class ExtractionService:
 
     def runs(self, limit: int = 100) -> list[Run]:
         """Newest first."""
-        return self.store.runs(limit)
+        return self._store.runs(limit)
 
     def run(self, run_id: int) -> Run:
-        found = self.store.run(run_id)
+        found = self._store.run(run_id)
         if found is None:
             raise LookupError(f"there is no extraction run {run_id}")
         return found
 
     def results(self, run_id: int) -> list[Result]:
         """A run's results so far, in the order the documents were read."""
-        return self.store.results(self.run(run_id).id)
+        return self._store.results(self.run(run_id).id)
 
     def export(self, run_id: int) -> RunExport:
         """The run's CSV, JSON and one CSV per table (corrections applied, the originals kept in JSON)."""
-        return run_export(self.run(run_id), self.store.results(run_id))
+        return run_export(self.run(run_id), self._store.results(run_id))
 
     def correct_cells(self, run_id: int, rows: Sequence[dict[str, str]]) -> int:
         """A reviewed table (the cells' text, one dict per result, in order): every cell whose text differs
@@ -174,7 +174,7 @@ class ExtractionService:
     def _pages(self, document_id: int | None) -> dict[int, str]:
         """A document's page texts, {} when it is no longer indexed."""
         try:
-            return self.extractor.pages(document_id)[1] if document_id is not None else {}
+            return self._extractor.pages(document_id)[1] if document_id is not None else {}
         except ExtractionFailed:
             return {}
 
@@ -182,7 +182,7 @@ class ExtractionService:
 
     def start_run(self, documents: Sequence[DocumentInfo], *, template: str, schema: dict[str, Any]) -> int:
         title = f"{template}: {len(documents)} document{'s' if len(documents) != 1 else ''}"
-        run_id = self.store.create_run(template=template, schema=schema, title=title, documents_total=len(documents))
+        run_id = self._store.create_run(template=template, schema=schema, title=title, documents_total=len(documents))
         with self._lock:
             self._live[run_id] = "waiting for the runs before it"
         self._jobs.put(_Job(run_id, tuple(documents), schema))
@@ -202,12 +202,12 @@ class ExtractionService:
                 self._run(job)
             except Exception as err:  # keep the worker alive for the next run
                 log.exception("extraction run %s failed", job.run_id)
-                self.store.finish_run(job.run_id, error=f"internal error: {err}")
+                self._store.finish_run(job.run_id, error=f"internal error: {err}")
             with self._lock:
                 self._live.pop(job.run_id, None)
 
     def _run(self, job: _Job) -> None:
-        self.store.start_run(job.run_id)
+        self._store.start_run(job.run_id)
         stopped = lambda: job.run_id in self._stopped  # noqa: E731
         for done, doc in enumerate(job.documents):
             if stopped():
@@ -216,16 +216,16 @@ class ExtractionService:
                 for update in self.extract_one(doc.id, job.schema, cancelled=stopped):
                     if isinstance(update, Extraction):
                         problems = "; ".join(update.problems) or None
-                        self.store.save_result(job.run_id, doc.name, update.fields, document_id=doc.id,
+                        self._store.save_result(job.run_id, doc.name, update.fields, document_id=doc.id,
                                                error=f"some parts failed: {problems}" if problems else None)
                         continue
                     waiting = f" (waiting, position {update.waiting})" if update.waiting else ""
                     with self._lock:
                         self._live[job.run_id] = f"document {done + 1} of {len(job.documents)} — {update.text}{waiting}"
             except ExtractionFailed as err:
-                self.store.save_result(job.run_id, doc.name, {}, document_id=doc.id, error=str(err))
-            self.store.progress(job.run_id, done + 1)
+                self._store.save_result(job.run_id, doc.name, {}, document_id=doc.id, error=str(err))
+            self._store.progress(job.run_id, done + 1)
         if stopped():
-            self.store.finish_run(job.run_id, error="stopped by the user", stopped=True)
+            self._store.finish_run(job.run_id, error="stopped by the user", stopped=True)
         else:
-            self.store.finish_run(job.run_id)
+            self._store.finish_run(job.run_id)
