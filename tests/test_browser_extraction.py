@@ -94,7 +94,7 @@ def test_a_field_table_error_reaches_the_page(browser: Any, appliance: Appliance
     page.close()
 
 
-def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, appliance: Appliance) -> None:
+def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, appliance: Appliance, artifacts: Path) -> None:
     page = open_tab(browser, appliance)
     field_table_of_the_invoice(page)
     rows = page.locator("#field-table [data-testid^='cell-'][data-testid$='-0']")
@@ -108,7 +108,10 @@ def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, applianc
     page.wait_for_function(f"() => document.querySelector(\"#field-table [data-testid='cell-{before}-1']\")"
                            ".innerText.trim() === 'table'", timeout=15_000)
     assert page.locator("#column-table").is_visible(), "a table's columns are edited in a second small table"
-    assert "table" in page.locator("#column-table").inner_text()
+    page.wait_for_function("() => document.querySelector('#column-table').innerText.includes('parts')",
+                           timeout=15_000)  # the new table got a first column row to fill in
+    page.locator("#field-table").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "extraction-fields-1280x800.png"))
     page.locator("#field-delete").click()
     wait_until(lambda: rows.count() == before, timeout=15, every=0.2)
     assert "parts" not in page.locator("#field-table").inner_text()

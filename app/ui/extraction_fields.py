@@ -11,9 +11,10 @@ import pandas as pd
 _QUEUED: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}  # queued: gr.Error reaches the page
 
 
-def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: str, elem_prefix: str) -> None:
+def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: str, elem_prefix: str) -> Any:
     """Under `frame`: "Type of the row clicked" (a dropdown of `types`), "Add a <what>", "Delete the <what>
-    clicked". A new row gets the first type; the table's own cells stay editable as text."""
+    clicked". A new row gets the first type; the table's own cells stay editable as text. Returns the
+    event of a type chosen (to chain what follows from it)."""
     clicked = gr.State(None)  # the row index last clicked in this browser
     with gr.Row():
         kind = gr.Dropdown(types, value=None, label=f"Type of the {what} clicked", scale=2,
@@ -46,9 +47,23 @@ def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: st
         return kept, None, gr.update(value=None, label=f"Type of the {what} clicked")
 
     frame.select(on_select, frame, [clicked, kind], **_QUEUED)
-    kind.input(on_type, [frame, clicked, kind], frame, **_QUEUED)
     add.click(on_add, frame, [frame, clicked, kind], **_QUEUED)
     delete.click(on_delete, [frame, clicked], [frame, clicked, kind], **_QUEUED)
+    return kind.input(on_type, [frame, clicked, kind], frame, **_QUEUED)
+
+
+def with_column_rows(fields: pd.DataFrame, cols: pd.DataFrame, *, table: str, type_column: int) -> pd.DataFrame:
+    """The column table with a first column row for every field of type `table` that has none yet."""
+    named = {_text(v) for v in cols.iloc[:, 0]} if len(cols) else set()
+    missing = [str(row.iloc[0]).strip() for _, row in fields.iterrows()
+               if _text(row.iloc[type_column]) == table and str(row.iloc[0]).strip()
+               and str(row.iloc[0]).strip().lower() not in named]
+    if not missing:
+        return cols
+    kept = cols.fillna("")[[any(str(v).strip() for v in row) for row in cols.fillna("").values.tolist()]]
+    starters = pd.DataFrame([[name, "", "text", "", "", ""][: len(cols.columns)] for name in missing],
+                            columns=cols.columns)
+    return pd.concat([kept, starters], ignore_index=True)
 
 
 def _text(value: Any) -> str:

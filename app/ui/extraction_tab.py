@@ -23,10 +23,10 @@ from app.extraction.fields import (
     field_rows,
     schema_from_fields,
 )
-from app.extraction.schemas import SchemaProblem, is_table
+from app.extraction.schemas import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
-from app.ui.extraction_fields import editing
+from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
 
 _EVERY_S = 1.0
@@ -53,7 +53,7 @@ def build(ex: ExtractionService) -> gr.Timer:
         fields = gr.Dataframe(headers=_FIELD_COLUMNS, column_count=5, column_limits=(5, 5), row_count=3,
                               interactive=True, label="…or a field table (type: text, number, integer, yes/no, "
                               "date, list of text, table)", elem_id="field-table")
-        editing(fields, types=list(TABLE_TYPES), type_column=1, what="field", elem_prefix="field")
+        typed = editing(fields, types=list(TABLE_TYPES), type_column=1, what="field", elem_prefix="field")
         table_columns = gr.Dataframe(headers=list(COLUMN_COLUMNS), column_count=6, column_limits=(6, 6),
                                      row_count=2, interactive=True, elem_id="column-table",
                                      label="…and the columns of each table field (its name first)")
@@ -165,6 +165,8 @@ def build(ex: ExtractionService) -> gr.Timer:
     rows_grid.input(on_table_edit, [runs, table_name, rows_grid], None, **_QUEUED)
     from_template.click(on_from_template, template, [fields, table_columns], **_QUIET)
     to_schema.click(on_to_schema, [fields, table_columns], [schema_text, template], **_QUEUED)
+    typed.then(lambda rows, cols: with_column_rows(rows, cols, table=TABLE, type_column=1), [fields, table_columns],
+               table_columns, **_QUEUED)  # a field made a table gets a first column to fill in
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(refresh, [runs, shown], outputs, **_QUIET)
     timer.tick(choices, None, [documents, folder, runs], **_QUIET)
