@@ -24,7 +24,8 @@ INVOICE = load_templates(Path(__file__).resolve().parent.parent / "assets" / "sc
 def test_a_pdf_is_uploaded_and_extracted_in_one_call(appliance: Appliance, tmp_path: Path) -> None:
     known = invoice()
     made = tmp_path / "upload-and-extract invoice.pdf"
-    made.write_bytes(pdf(known.pages))
+    pages = [*known.pages[:-1], [*known.pages[-1], "Sent through extract(file=...) in one call."]]  # its own bytes
+    made.write_bytes(pdf(pages))
     client = Client(appliance.url, verbose=False)
     job = client.submit(file=handle_file(str(made)), template="invoice", api_name="/extract")
     updates: list[dict[str, Any]] = list(job)
