@@ -15,6 +15,7 @@ def test_values_become_the_text_people_edit() -> None:
 def test_typed_text_becomes_the_fields_type() -> None:
     assert cell_value("1,250.50", {"type": "number"}) == 1250.5
     assert cell_value("42", {"type": "integer"}) == 42
+    assert repr(cell_value("12", {"type": "number"})) == "12", "a whole number typed stays whole (not 12.0)"
     assert cell_value("yes", {"type": "boolean"}) is True and cell_value("no", {"type": "boolean"}) is False
     assert cell_value("a; b ;", {"type": "array", "items": {"type": "string"}}) == ["a", "b"]
     assert cell_value("  ", {"type": "string"}) is None  # an emptied cell clears the field

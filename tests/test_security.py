@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gradio_client import Client
+from gradio_client import Client, handle_file
 
 from app.auth import hash_password, verify_password
 from tests.gradio_queue import call, file_inputs, file_value, page_config
@@ -104,6 +104,17 @@ def test_an_upload_over_the_limit_is_refused(guarded: str) -> None:
         assert small.status_code == 200
         big = http.post("/gradio_api/upload", files={"files": ("big.txt", b"x" * (2 * 1024 * 1024))})
         assert big.status_code == 413
+
+
+def test_a_file_sent_to_extract_over_the_limit_is_refused(guarded: str, tmp_path: Path) -> None:
+    """`extract` takes its file as any upload: the same size limit, nothing saved into kb/."""
+    big = tmp_path / "too-big-for-extract.txt"
+    big.write_bytes(b"x" * (2 * 1024 * 1024))
+    client = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    with pytest.raises(Exception, match=r"413|too large|Payload|exceeds"):
+        client.predict(file=handle_file(str(big)), template="invoice", api_name="/extract")
+    documents = client.predict(api_name="/documents")
+    assert not [d for d in documents if d["name"] == big.name]
 
 
 def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance: Appliance) -> None:

@@ -31,7 +31,8 @@ def cell_value(text: str, spec: dict[str, Any]) -> Any:
         if kind == "integer":
             return int(text.replace(",", ""))
         if kind == "number":
-            return float(text.replace(",", ""))
+            number = float(text.replace(",", ""))
+            return int(number) if number.is_integer() and "." not in text else number  # "12" stays 12
     except ValueError:
         return text
     if kind == "boolean":

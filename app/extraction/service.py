@@ -1,24 +1,30 @@
-"""Extraction runs: a template (or custom schema) over a selection of documents or a folder of kb/,
-one document after another in the background, each result stored as it finishes."""
+"""The extraction feature's front door: what the Extraction tab and the named endpoints call.
+
+One document now (`extract_one`, or `extract_file`: upload, index and extract in one), or a run: a
+template (or custom schema) over a selection of documents or a folder of kb/, one document after
+another in the background, each result stored as it finishes; its results, corrections and exports."""
 
 from __future__ import annotations
 
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.extraction.cells import cell_text, cell_value
-from app.extraction.extractor import Extraction, ExtractionFailed, Extractor
-from app.extraction.schemas import SchemaProblem, Template, check_schema, columns, is_table, load_templates
-from app.extraction.store import ExtractionStore, Result
+from app.extraction.corrections import Corrections
+from app.extraction.exports import RunExport, run_export
+from app.extraction.extractor import Extraction, ExtractionFailed, Extractor, Limits, Step
+from app.extraction.schemas import SchemaProblem, Template, check_schema, load_templates
+from app.extraction.store import ExtractionStore, Result, Run
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
 
 log = logging.getLogger(__name__)
+_INDEX_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -30,10 +36,13 @@ class _Job:
 
 class ExtractionService:
     def __init__(
-        self, store: ExtractionStore, extractor: Extractor, knowledge: KnowledgeService, templates: Path
+        self, store: ExtractionStore, extractor: Extractor, knowledge: KnowledgeService, templates: Path, *,
+        index_timeout_s: float = 600.0,
     ) -> None:
-        self.store, self.extractor, self.knowledge = store, extractor, knowledge
+        self._store, self._extractor, self._knowledge = store, extractor, knowledge
         self._templates = templates
+        self._index_timeout_s = index_timeout_s
+        self._corrections = Corrections(store, self._pages)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._live: dict[int, str] = {}  # run id → what it is doing now
         self._stopped: set[int] = set()
@@ -41,9 +50,9 @@ class ExtractionService:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        for run in self.store.runs():
+        for run in self._store.runs():
             if run.status in ("queued", "running"):  # the app stopped during it
-                self.store.finish_run(run.id, error="the appliance restarted during this run; start it again")
+                self._store.finish_run(run.id, error="the appliance restarted during this run; start it again")
         self._thread = threading.Thread(target=self._work, name="extraction", daemon=True)
         self._thread.start()
 
@@ -66,9 +75,9 @@ class ExtractionService:
 
     def documents_for(self, ids: Sequence[int] = (), folder: str | None = None) -> list[DocumentInfo]:
         """The chosen documents, plus every document of a kb/ folder (collection); indexed ones only."""
-        chosen = {d.id: d for d in self.knowledge.documents() if d.id in set(ids)}
+        chosen = {d.id: d for d in self._knowledge.documents() if d.id in set(ids)}
         if folder:
-            chosen |= {d.id: d for d in self.knowledge.documents(collection=folder)}
+            chosen |= {d.id: d for d in self._knowledge.documents(collection=folder)}
         ready = [d for d in chosen.values() if d.status == "ok"]
         if not ready:
             raise ValueError("choose at least one indexed document (or a folder that holds some)")
@@ -77,67 +86,103 @@ class ExtractionService:
     def find_document(self, key: str | int) -> DocumentInfo:
         """A document by id, or by file name when the name is unique."""
         text = str(key).strip()
-        if text.isdigit() and (doc := self.knowledge.document(int(text))) is not None:
+        if text.isdigit() and (doc := self._knowledge.document(int(text))) is not None:
             return doc
-        named = [d for d in self.knowledge.documents() if d.name == text]
+        named = [d for d in self._knowledge.documents() if d.name == text]
         if len(named) != 1:
             raise ValueError(f"no document {text!r}" if not named else f"{len(named)} documents are named {text!r}")
         return named[0]
 
-    # -- running ---------------------------------------------------------------------------
+    def documents(self) -> list[DocumentInfo]:
+        """The indexed documents, the ones an extraction can read."""
+        return [d for d in self._knowledge.documents() if d.status == "ok"]
+
+    # -- one document, now -------------------------------------------------------------------
+
+    def extract_one(
+        self, document_id: int, schema: dict[str, Any], *, max_tokens: int = 0, timeout_s: float = 0,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> Iterator[Step | Extraction]:
+        """One document's record, now: its progress as `Step`s, then the `Extraction`. `max_tokens` and
+        `timeout_s` (0: the appliance's) may lower the limits, never raise them; ExtractionFailed says why
+        nothing valid came back."""
+        limits = self._extractor.limits
+        lower = Limits(max_tokens or limits.max_tokens, timeout_s or limits.timeout_s)
+        result = yield from self._extractor.run(document_id, schema, cancelled=cancelled, limits=lower)
+        yield result
+
+    def extract_file(
+        self, path: Path, schema: dict[str, Any], *, max_tokens: int = 0, timeout_s: float = 0
+    ) -> Iterator[Step | Extraction]:
+        """Upload and extract in one: the file is saved into kb/ like any upload (its size limit, a safe
+        name), indexed, then extracted as `extract_one`. UploadError or ExtractionFailed says why not."""
+        saved = self._knowledge.upload(path.name, path)
+        doc = yield from self._indexed(saved)
+        yield from self.extract_one(doc.id, schema, max_tokens=max_tokens, timeout_s=timeout_s)
+
+    def _indexed(self, saved: Path) -> Generator[Step, None, DocumentInfo]:
+        """The document of an upload once indexed (a duplicate: the one it duplicates), with progress."""
+        deadline = time.monotonic() + self._index_timeout_s
+        while time.monotonic() < deadline:
+            doc = next((d for d in self._knowledge.documents() if d.path == str(saved)), None)
+            if doc is not None and doc.status == "duplicate" and doc.duplicate_of is not None:
+                doc = self._knowledge.document(doc.duplicate_of) or doc
+            if doc is not None and doc.status == "ok":
+                return doc
+            if doc is not None and doc.status in ("error", "duplicate"):
+                raise ExtractionFailed(f"{saved.name} could not be indexed: {doc.error or doc.status}")
+            pages = f": page {doc.pages_done} of {doc.pages_total}" if doc and doc.pages_total else ""
+            yield Step(f"indexing {saved.name}{pages}")
+            time.sleep(_INDEX_POLL_S)
+        raise ExtractionFailed(f"{saved.name} was not indexed within {self._index_timeout_s:g} s; it stays in the "
+                               "library: extract it by name once the Documents tab says it is indexed")
+
+    # -- runs and their results ------------------------------------------------------------
+
+    def runs(self, limit: int = 100) -> list[Run]:
+        """Newest first."""
+        return self._store.runs(limit)
+
+    def run(self, run_id: int) -> Run:
+        found = self._store.run(run_id)
+        if found is None:
+            raise LookupError(f"there is no extraction run {run_id}")
+        return found
+
+    def results(self, run_id: int) -> list[Result]:
+        """A run's results so far, in the order the documents were read."""
+        return self._store.results(self.run(run_id).id)
+
+    def export(self, run_id: int) -> RunExport:
+        """The run's CSV, JSON and one CSV per table (corrections applied, the originals kept in JSON)."""
+        return run_export(self.run(run_id), self._store.results(run_id))
 
     def correct_cells(self, run_id: int, rows: Sequence[dict[str, str]]) -> int:
         """A reviewed table (the cells' text, one dict per result, in order): every cell whose text differs
         from what was shown becomes a correction. Returns how many; ValueError names the cell."""
-        run = self.store.run(run_id)
-        if run is None:
-            raise LookupError(f"no extraction run {run_id}")
-        changed = 0
-        for result, row in zip(self.store.results(run_id), rows, strict=False):
-            for name, spec in run.schema["properties"].items():
-                if is_table(spec) or name not in row or row[name] == cell_text(result.final.get(name)):
-                    continue
-                try:
-                    self.store.correct(result.id, name, cell_value(row[name], spec))
-                except ValueError as err:
-                    raise ValueError(f"{result.document_name}, {name}: {err}") from err
-                changed += 1
-        return changed
+        return self._corrections.cells(self.run(run_id), rows)
 
     def table_rows(self, run_id: int, field: str) -> list[tuple[Result, int, dict[str, Any]]]:
         """Every row of one table over a run's results: (result, row index, row with corrections applied)."""
-        return [(r, i, row) for r in self.store.results(run_id) for i, row in enumerate(r.final.get(field) or [])]
+        return self._corrections.table_rows(self.run(run_id), field)
 
     def correct_table_cells(self, run_id: int, field: str, rows: Sequence[dict[str, str]]) -> int:
         """A reviewed table grid (the cells' text, in the order of `table_rows`): every changed cell is a
         correction of that document's table. Returns how many cells; ValueError names the cell."""
-        run = self.store.run(run_id)
-        if run is None:
-            raise LookupError(f"no extraction run {run_id}")
-        spec = run.schema["properties"].get(field, {})
-        if not is_table(spec):
-            raise ValueError(f"'{field}' is not a table of this run")
-        edited: dict[int, tuple[Result, list[dict[str, Any]]]] = {}
-        changed = 0
-        for (result, index, row), shown in zip(self.table_rows(run_id, field), rows, strict=False):
-            for column, cell in columns(spec).items():
-                if column not in shown or shown[column] == cell_text(row.get(column)):
-                    continue
-                table = edited.setdefault(result.id, (result, [dict(r) for r in result.final[field]]))[1]
-                value = cell_value(shown[column], cell)
-                table[index] = {**table[index], column: value} if value is not None else {
-                    k: v for k, v in table[index].items() if k != column}
-                changed += 1
-        for result, table in edited.values():
-            try:
-                self.store.correct(result.id, field, table)
-            except ValueError as err:
-                raise ValueError(f"{result.document_name}, {err}") from err
-        return changed
+        return self._corrections.table_cells(self.run(run_id), field, rows)
+
+    def _pages(self, document_id: int | None) -> dict[int, str]:
+        """A document's page texts, {} when it is no longer indexed."""
+        try:
+            return self._extractor.pages(document_id)[1] if document_id is not None else {}
+        except ExtractionFailed:
+            return {}
+
+    # -- runs in the background ------------------------------------------------------------
 
     def start_run(self, documents: Sequence[DocumentInfo], *, template: str, schema: dict[str, Any]) -> int:
         title = f"{template}: {len(documents)} document{'s' if len(documents) != 1 else ''}"
-        run_id = self.store.create_run(template=template, schema=schema, title=title, documents_total=len(documents))
+        run_id = self._store.create_run(template=template, schema=schema, title=title, documents_total=len(documents))
         with self._lock:
             self._live[run_id] = "waiting for the runs before it"
         self._jobs.put(_Job(run_id, tuple(documents), schema))
@@ -157,29 +202,30 @@ class ExtractionService:
                 self._run(job)
             except Exception as err:  # keep the worker alive for the next run
                 log.exception("extraction run %s failed", job.run_id)
-                self.store.finish_run(job.run_id, error=f"internal error: {err}")
+                self._store.finish_run(job.run_id, error=f"internal error: {err}")
             with self._lock:
                 self._live.pop(job.run_id, None)
 
     def _run(self, job: _Job) -> None:
-        self.store.start_run(job.run_id)
+        self._store.start_run(job.run_id)
         stopped = lambda: job.run_id in self._stopped  # noqa: E731
         for done, doc in enumerate(job.documents):
             if stopped():
                 break
             try:
-                steps = self.extractor.run(doc.id, job.schema, cancelled=stopped)
-                while True:
-                    step = next(steps)
-                    waiting = f" (waiting, position {step.waiting})" if step.waiting else ""
+                for update in self.extract_one(doc.id, job.schema, cancelled=stopped):
+                    if isinstance(update, Extraction):
+                        problems = "; ".join(update.problems) or None
+                        self._store.save_result(job.run_id, doc.name, update.fields, document_id=doc.id,
+                                               error=f"some parts failed: {problems}" if problems else None)
+                        continue
+                    waiting = f" (waiting, position {update.waiting})" if update.waiting else ""
                     with self._lock:
-                        self._live[job.run_id] = f"document {done + 1} of {len(job.documents)} — {step.text}{waiting}"
-            except StopIteration as finished:
-                result: Extraction = finished.value
-                problems = "; ".join(result.problems) or None
-                self.store.save_result(job.run_id, doc.name, result.fields, document_id=doc.id,
-                                       error=f"some parts failed: {problems}" if problems else None)
+                        self._live[job.run_id] = f"document {done + 1} of {len(job.documents)} — {update.text}{waiting}"
             except ExtractionFailed as err:
-                self.store.save_result(job.run_id, doc.name, {}, document_id=doc.id, error=str(err))
-            self.store.progress(job.run_id, done + 1)
-        self.store.finish_run(job.run_id, error="stopped by the user" if stopped() else None)
+                self._store.save_result(job.run_id, doc.name, {}, document_id=doc.id, error=str(err))
+            self._store.progress(job.run_id, done + 1)
+        if stopped():
+            self._store.finish_run(job.run_id, error="stopped by the user", stopped=True)
+        else:
+            self._store.finish_run(job.run_id)

@@ -2,8 +2,9 @@
 
 extraction_runs     one row per run: the template and its schema, status, progress
 extraction_results  one row per document: the merged record, each field's provenance (page, snippet,
-                    verified, conflicts), and `corrected`, the user's edits (field → value), which win
-                    over the extracted value in every export; the original stays as it was extracted.
+                    verified, conflicts; for a corrected field also `correction`, where the new value
+                    was found), and `corrected`, the user's edits (field → value), which win over the
+                    extracted value in every export; the original stays as it was extracted.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def _m001_extraction(db: sqlite_utils.Database) -> None:
             "template": str,  # a template's name, or "" for a schema made in the UI
             "schema": str,  # JSON
             "title": str,
-            "status": str,  # queued | running | done | error
+            "status": str,  # queued | running | done | stopped | error
             "created_at": str,
             "finished_at": str,
             "error": str,
@@ -129,9 +130,10 @@ class ExtractionStore:
     def progress(self, run_id: int, documents_done: int) -> None:
         self._update_run(run_id, {"documents_done": documents_done})
 
-    def finish_run(self, run_id: int, *, error: str | None = None) -> None:
-        """Mark the run done, or failed with `error` (a sentence for people)."""
-        self._update_run(run_id, {"status": "error" if error else "done", "error": error, "finished_at": now()})
+    def finish_run(self, run_id: int, *, error: str | None = None, stopped: bool = False) -> None:
+        """Mark the run done, stopped by a person, or failed with `error` (a sentence for people)."""
+        status = "stopped" if stopped else "error" if error else "done"
+        self._update_run(run_id, {"status": status, "error": error, "finished_at": now()})
 
     def delete_run(self, run_id: int) -> None:
         with self._database.atomic() as db:
@@ -162,8 +164,9 @@ class ExtractionStore:
         with self._database.atomic() as db:
             return int(db.table("extraction_results").insert(row).last_pk or 0)
 
-    def correct(self, result_id: int, field: str, value: Any) -> None:
-        """Record the user's value for a field (None clears it); ValueError when the schema forbids it."""
+    def correct(self, result_id: int, field: str, value: Any, *, place: dict[str, Any] | None = None) -> None:
+        """Record the user's value for a field (None clears it); ValueError when the schema forbids it.
+        `place` is where the new value stands on the document's pages (see `corrections.place_of`)."""
         with self._database.atomic():
             result = self.result(result_id)
             run = self.run(result.run_id) if result else None
@@ -177,7 +180,7 @@ class ExtractionStore:
                 if problem is not None:
                     where = "/".join(str(p) for p in (field, *problem.absolute_path))
                     raise ValueError(f"{where}: {problem.message}")
-            self._set_corrected(result, {**result.corrected, field: value})
+            self._set_corrected(result, {**result.corrected, field: value}, field, place)
 
     def revert(self, result_id: int, field: str) -> None:
         """Drop the user's correction of a field: the extracted value counts again."""
@@ -185,7 +188,7 @@ class ExtractionStore:
             result = self.result(result_id)
             if result is None:
                 raise LookupError(f"no extraction result {result_id}")
-            self._set_corrected(result, {k: v for k, v in result.corrected.items() if k != field})
+            self._set_corrected(result, {k: v for k, v in result.corrected.items() if k != field}, field, None)
 
     def run(self, run_id: int) -> Run | None:
         with self._database.read() as db:
@@ -227,9 +230,15 @@ class ExtractionStore:
                 raise LookupError(f"no extraction run {run_id}")
             return run, self.results(run_id)
 
-    def _set_corrected(self, result: Result, corrected: dict[str, Any]) -> None:
+    def _set_corrected(
+        self, result: Result, corrected: dict[str, Any], field: str, place: dict[str, Any] | None
+    ) -> None:
+        fields = {name: {k: v for k, v in info.items() if k != "correction" or name != field}
+                  for name, info in result.fields.items()}
+        if place is not None:
+            fields[field] = {**fields.get(field, {}), "correction": place}
         with self._database.atomic() as db:
-            changes = {"corrected": _dumps(corrected), "updated_at": now()}
+            changes = {"corrected": _dumps(corrected), "fields": _dumps(fields), "updated_at": now()}
             db.table("extraction_results").update(result.id, changes)
 
     def _update_run(self, run_id: int, changes: dict[str, Any]) -> None:

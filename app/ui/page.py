@@ -7,7 +7,6 @@ import gradio as gr
 from app.context import AppContext
 from app.ui import (
     admin_api,
-    api_endpoints,
     cards_api,
     cards_tab,
     chat_api,
@@ -15,6 +14,7 @@ from app.ui import (
     display,
     documents_api,
     documents_tab,
+    extraction_api,
     extraction_tab,
 )
 
@@ -31,12 +31,12 @@ def build(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer = documents_tab.build(ctx.knowledge, ctx.answerer, ctx.summariser)
             with gr.Tab("Extraction", id="extraction") as extraction:
-                extraction_timer = extraction_tab.build(ctx)
+                extraction_timer = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer = cards_tab.build(ctx.telemetry)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.ui_updates_per_s)
         documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
-        api_endpoints.register(ctx)
+        extraction_api.register(ctx.extraction)
         cards_api.register(ctx.telemetry)
         admin_api.register(ctx.admin)
         timer = gr.Timer(_HEADER_EVERY_S)
