@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.database import Locked, open_database
+from app.database import Database
 from app.extraction.corrections import Corrections, place_of
 from app.extraction.merge import PartResult, merge
 from app.extraction.schemas import load_templates
@@ -28,7 +28,7 @@ PAGES = {
 
 @pytest.fixture
 def filled(tmp_path: Path) -> tuple[ExtractionStore, int, int]:
-    store = ExtractionStore(Locked(open_database(tmp_path / "q.db")))
+    store = ExtractionStore(Database(tmp_path / "q.db"))
     run_id = store.create_run(template="invoice", schema=INVOICE, title="Invoices", documents_total=1)
     record = {"invoice_number": "INV-2024-0117", "total": 2558.0, "seller": "Nordlicht Instruments GmbH",
               "line_items": [{"description": "Hardened steel shaft", "quantity": 120, "amount": 2208.0},
@@ -115,7 +115,7 @@ def test_the_results_grid_has_a_flag_on_every_cell(filled: tuple[ExtractionStore
 
 
 def test_a_stopped_run_is_stopped_not_an_error(tmp_path: Path) -> None:
-    store = ExtractionStore(Locked(open_database(tmp_path / "q.db")))
+    store = ExtractionStore(Database(tmp_path / "q.db"))
     run_id = store.create_run(template="invoice", schema=INVOICE, title="A", documents_total=3)
     store.finish_run(run_id, error="stopped by the user", stopped=True)
     run = store.run(run_id)
