@@ -205,3 +205,15 @@ chat_template = "no-such-template.jinja"
         encoding="utf-8",
     )
     return folder
+
+
+def metric(appliance: Appliance, name: str) -> float:
+    """One unlabelled line of the appliance's /metrics (with the tests' API key)."""
+    ask = urllib.request.Request(f"{appliance.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(ask, timeout=5) as response:  # loopback only
+        text = response.read().decode()
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name:
+            return float(value)
+    raise AssertionError(f"{name} not in /metrics")

@@ -24,6 +24,16 @@ _COUNTERS = [
     ("engine_errors_total", "Answers that failed since the app started.", "errors"),
     ("engine_cancelled_total", "Answers stopped before their end.", "cancelled"),
 ]
+_CACHE = [  # the engine status keys of prefix reuse (engine/meter.py CacheMeter)
+    ("engine_prefix_hits_total", "Answers that found part of their prompt's KV in their slot.", "prefix_hits",
+     "counter"),
+    ("engine_host_restores_total", "Answers whose prompt's KV came back from the host KV cache.", "host_restores",
+     "counter"),
+    ("engine_cached_tokens_total", "Prompt tokens not read again: their KV was in a slot or the host cache.",
+     "cached_tokens_total", "counter"),
+    ("engine_kv_host_bytes", "Bytes of KV held in the host KV cache.", "kv_host_bytes", "gauge"),
+    ("engine_kv_host_entries", "Conversations whose KV the host KV cache holds.", "kv_host_entries", "gauge"),
+]
 
 
 def render(status: dict[str, Any], counters: dict[str, int]) -> str:
@@ -40,6 +50,9 @@ def _lines(status: dict[str, Any], counters: dict[str, int]) -> Iterator[str]:
     for name, help_text, key in _COUNTERS:
         yield from _header(name, help_text, "counter")
         yield f"quartet_{name} {counters[key]}\n"
+    for name, help_text, key, kind in _CACHE:
+        yield from _header(name, help_text, kind)
+        yield f"quartet_{name} {status.get(key, 0)}\n"
     last = status.get("last_stats") or {}
     gauges = [
         ("engine_ready", "Whether the engine can answer (1) or not (0).", 1 if status["state"] == "ready" else 0),
