@@ -99,9 +99,11 @@ class Batcher:
 
     def _worth(self, slot: Slot, prompt: list[int]) -> tuple[int, bool, float]:
         """Why a slot suits a prompt, best first: a real shared prefix (a conversation's earlier turns, a
-        long system prompt), then losing nothing (an empty slot), then the least recently used."""
+        long system prompt: 32 tokens or half the prompt, not a chat template's opening), then losing
+        nothing (an empty slot), then the least recently used."""
         held = self._held(slot, prompt)
-        return (held if held >= MIN_SAVE else 0), held == len(slot.cache), -slot.last_used
+        real = held >= MIN_SAVE or 2 * held >= len(prompt)
+        return (held if real else 0), held == len(slot.cache), -slot.last_used
 
     def _held(self, slot: Slot, prompt: list[int]) -> int:
         """Prompt tokens whose KV the slot's sequence holds and can keep (one token is always fed, for logits)."""
