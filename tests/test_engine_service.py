@@ -218,6 +218,7 @@ def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(servi
     # in flight ends (one piece of the batch's answer), the next holds the person's prompt and gives its
     # first token with the batch's next piece. Counted in steps, not seconds: one step of a constrained
     # answer can take seconds here when its grammar refuses the picked token. One piece of slack for the
-    # order in which the two reading threads wake. Measured: 1-2 pieces in between.
+    # order in which the two reading threads wake. Measured (load average ~20): 2 pieces in between, TTFT
+    # 1.6 s alone and 4.1 s during the batch (a constrained step there took seconds).
     assert chatted.first_at < first_part.ended_at, "the person waited for the background work"
     assert len(passed) <= 3, (len(passed), chatted.first_at - asked)
