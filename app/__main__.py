@@ -49,6 +49,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         n_threads=settings.n_threads,
         prompt_chunk=settings.prompt_chunk,
         parallel=settings.parallel,
+        kv_cache_mb=settings.kv_cache_mb,
         tensor_split=tuple(settings.tensor_split) if settings.tensor_split else None,
         split_mode=settings.split_mode,
         max_tokens_limit=settings.max_tokens_limit,

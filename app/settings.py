@@ -114,6 +114,13 @@ class Settings(BaseSettings):
         description="Answers generated at once, batched in one step across the cards; each holds its own "
         "n_ctx of KV cache on the cards. More wait in the queue.",
     )
+    kv_cache_mb: int = Field(
+        2048,
+        ge=0,
+        description="Host memory (MiB) for the KV cache of conversations whose slot another prompt took: "
+        "saved when the slot is reused, restored when the conversation returns, least recently used out "
+        "first; 0 = keep none (a returning conversation's prompt is read again).",
+    )
     background_slots: int = Field(
         1,
         ge=1,

@@ -32,11 +32,15 @@ TOPICS = ["a lighthouse keeper", "a copper mine", "a bicycle race", "a lost cat"
           "a mountain village", "a clockmaker", "a river ferry"]
 
 
-def start_app(cards: list[str], work: Path, port: int, parallel: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_app(
+    cards: list[str], work: Path, port: int, parallel: int, settings: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The app on `cards`; `settings` are more QUARTET_* variables (name without the prefix → value)."""
     env = {**os.environ, "QUARTET_PORT": str(port), "QUARTET_DATA_DIR": str(work / "var"),
            "QUARTET_CARDS": json.dumps(cards), "QUARTET_TEMPERATURE": "0", "QUARTET_PARALLEL": str(parallel),
-           "QUARTET_KB_DIR": str(work / "kb")}
-    log = open(work / "app.log", "wb")  # noqa: SIM115
+           "QUARTET_KB_DIR": str(work / "kb"),
+           **{f"QUARTET_{name.upper()}": value for name, value in (settings or {}).items()}}
+    log = open(work / "app.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"], env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -52,15 +56,17 @@ def start_app(cards: list[str], work: Path, port: int, parallel: int) -> tuple[s
     raise SystemExit(f"the app did not become ready; see {work / 'app.log'}")
 
 
-def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started: float) -> None:
+def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started: float, text: str = "") -> None:
+    """One streaming client asking for a story about `topic` (or sending `text` as it is)."""
     api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
     stream = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": f"{topic}: write a long, detailed story about it."}],
+        model="m", messages=[{"role": "user", "content": text or f"{topic}: write a long, detailed story about it."}],
         max_tokens=max_tokens, temperature=0, stream=True, stream_options={"include_usage": True},
     )
     for chunk in stream:
         if chunk.usage:
             out["tokens"] = chunk.usage.completion_tokens
+            out["prompt_tokens"] = chunk.usage.prompt_tokens
         if chunk.choices and chunk.choices[0].delta.content:
             now = time.perf_counter()
             out.setdefault("first", now)

@@ -81,6 +81,9 @@ class Appliance:
             "QUARTET_MAX_TOKENS": "64",
             "QUARTET_EXTRACTION_TIMEOUT_S": "300",  # a table's answer on a shared, busy machine (tests lower it)
             "QUARTET_TEMPERATURE": "0",
+            # host KV cache: ample for the demo model (a 1,500-token conversation is 12.5 MB), and bounded on
+            # a machine that runs several suites; QUARTET_KV_CACHE_MB=0 shows what the tests lose without it
+            "QUARTET_KV_CACHE_MB": os.environ.get("QUARTET_KV_CACHE_MB", "512"),
             "QUARTET_API_KEYS": json.dumps([API_KEY]),
             "QUARTET_ADMIN_PASSWORD_HASH": hash_password(ADMIN_PASSWORD, iterations=1000),
             "QUARTET_MODELS_DIR": str(self.models_dir),
@@ -205,3 +208,15 @@ chat_template = "no-such-template.jinja"
         encoding="utf-8",
     )
     return folder
+
+
+def metric(appliance: Appliance, name: str) -> float:
+    """One unlabelled line of the appliance's /metrics (with the tests' API key)."""
+    ask = urllib.request.Request(f"{appliance.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(ask, timeout=5) as response:  # loopback only
+        text = response.read().decode()
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name:
+            return float(value)
+    raise AssertionError(f"{name} not in /metrics")

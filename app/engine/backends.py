@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 from app.engine import cards
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo
+from app.engine.meter import CacheUse
 
 _LOAD_TIMEOUT_S = 600.0
 _READ_S = 0.25  # how often the reader looks at the step clock while no message comes
 
-Sink = Callable[[Event], None]
+Sink = Callable[[Event | CacheUse], None]  # an answer's events, and how its prompt's KV was found
 
 
 class WorkerLost(EngineError):
@@ -64,7 +65,7 @@ class _Sinks:
         with self.lock:
             return bool(self._sinks)
 
-    def deliver(self, job_id: int, event: Event) -> None:
+    def deliver(self, job_id: int, event: Event | CacheUse) -> None:
         with self.lock:
             sink = self._sinks.get(job_id)
             if isinstance(event, Done | Failed):
@@ -100,7 +101,7 @@ class InProcessBackend:
             except queue.Empty:
                 return None
 
-        def emit(job_id: int | None, event: Event | None) -> None:
+        def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
             if job_id is not None and event is not None:
                 self._sinks.deliver(job_id, event)
 
@@ -259,7 +260,7 @@ def _worker_main(conn: Connection, config: Any) -> None:
         message: tuple[Any, ...] = conn.recv()
         return message
 
-    def emit(job_id: int | None, event: Event | None) -> None:
+    def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
         conn.send(("event", job_id, event))
 
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away

@@ -5,7 +5,8 @@ A step holds the next token of every answer that is generating, then (while room
 prompt arriving never freezes the answers already streaming. Each answer lives in a slot, one
 llama.cpp sequence; a new answer goes to the free slot whose cached tokens share the longest prefix
 with its prompt (a conversation's next turn finds its earlier turns there), else the least recently
-used one. Cancelling marks the answer; it ends at the start of the next step.
+used one. What a reused slot held is copied to host memory first (kv_host.py) and comes back into a
+slot when its conversation returns. Cancelling marks the answer; it ends at the start of the next step.
 
 This runs where llama.cpp lives (the engine worker, or the app process): `serve` is its loop.
 """
@@ -21,6 +22,8 @@ import llama_cpp
 from app.engine import logprobs
 from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.grammar import grammar_for
+from app.engine.kv_host import MIN_SAVE, HostKvCache, usable
+from app.engine.meter import CacheUse
 from app.engine.slots import Answer, Batch, Sampler, Slot, common_prefix
 
 MIN_ROOM = 8  # tokens an answer needs at least after its prompt
@@ -30,7 +33,15 @@ Emitted = list[tuple[int, Event]]
 
 class Batcher:
     def __init__(
-        self, llm: Any, prepare: Prepare, *, parallel: int, n_ctx: int, prompt_chunk: int, max_tokens: int
+        self,
+        llm: Any,
+        prepare: Prepare,
+        *,
+        parallel: int,
+        n_ctx: int,
+        prompt_chunk: int,
+        max_tokens: int,
+        kv_cache_bytes: int = 0,
     ) -> None:
         self.llm = llm
         self.prepare = prepare  # request → (prompt tokens, stop strings)
@@ -40,6 +51,8 @@ class Batcher:
         self.max_tokens = max_tokens
         self.batch = Batch(parallel + self.prompt_chunk)
         self.memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
+        n_swa = int(llama_cpp.llama_model_n_swa(llm._model.model))
+        self.host = HostKvCache(llm._ctx.ctx, budget_bytes=kv_cache_bytes, n_swa=n_swa)
         self.last_refused = 0  # tokens the grammar refused in the last constrained answer
 
     def busy(self) -> bool:
@@ -48,7 +61,7 @@ class Batcher:
     def running(self) -> int:
         return sum(slot.answer is not None for slot in self.slots)
 
-    def add(self, job_id: int, request: GenerationRequest, *, check_picked: bool = True) -> None:
+    def add(self, job_id: int, request: GenerationRequest, *, check_picked: bool = True) -> CacheUse:
         """Start an answer in a free slot; raises EngineError for a request that cannot run."""
         prompt, stops = self.prepare(request)
         room = self.n_ctx - len(prompt)
@@ -62,21 +75,58 @@ class Batcher:
         if not free:
             raise EngineError("every slot of the engine is busy", kind="busy")
         grammar = grammar_for(request.json_schema, self.llm._model.vocab)
-        slot = max(free, key=lambda s: (common_prefix(s.cache, prompt), -s.last_used))
-        cached = self._keep_prefix(slot, prompt)
+        slot, cached, restored = self._place(free, prompt)
         sampler = Sampler(self.llm, request, grammar, check_picked=check_picked)
         budget = min(request.max_tokens, self.max_tokens, room)
         slot.answer = Answer(job_id=job_id, prompt=prompt, stops=stops, budget=budget, sampler=sampler, cached=cached,
                              want_logprobs=request.logprobs)
+        return CacheUse(cached, restored, self.host.bytes, len(self.host.entries))
+
+    def _place(self, free: list[Slot], prompt: list[int]) -> tuple[Slot, int, bool]:
+        """The free slot for `prompt`, how much of the prompt's KV it holds, and whether that came back from
+        host memory (an entry there shares more with the prompt than any free slot does)."""
+        slot = max(free, key=lambda s: self._worth(s, prompt))
+        entry, from_host = self.host.best(prompt)
+        if entry is None or from_host <= self._held(slot, prompt):
+            return slot, self._keep_prefix(slot, prompt), False
+        target = min(free, key=lambda s: s.last_used)
+        self.host.take(entry)
+        self._save(target, keep=0)
+        target.cache.clear()
+        if not self.host.restore(entry, target.seq):
+            return target, 0, False
+        target.cache.extend(entry.tokens)
+        kept = self._keep_prefix(target, prompt)
+        return target, kept, kept > 0
+
+    def _worth(self, slot: Slot, prompt: list[int]) -> tuple[int, bool, float]:
+        """Why a slot suits a prompt, best first: a real shared prefix (a conversation's earlier turns, a
+        long system prompt: 32 tokens or half the prompt, not a chat template's opening), then losing
+        nothing (an empty slot), then the least recently used."""
+        held = self._held(slot, prompt)
+        real = held >= MIN_SAVE or 2 * held >= len(prompt)
+        return (held if real else 0), held == len(slot.cache), -slot.last_used
+
+    def _held(self, slot: Slot, prompt: list[int]) -> int:
+        """Prompt tokens whose KV the slot's sequence holds and can keep (one token is always fed, for logits)."""
+        common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)
+        return usable(common, len(slot.cache), self.host.pos_min(slot.seq), self.host.n_swa)
 
     def _keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
-        """Drop what the slot's sequence holds beyond the prefix it shares with `prompt`."""
-        common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)  # one token must be fed for logits
-        if common < len(slot.cache) and not llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, common, -1):
+        """Drop what the slot's sequence holds beyond the prefix it can keep of `prompt` (saving it to host
+        memory first when that is worth it)."""
+        keep = self._held(slot, prompt)
+        self._save(slot, keep=keep)
+        if keep < len(slot.cache) and not llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, keep, -1):
+            keep = 0
+        if keep == 0:
             llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
-            common = 0
-        del slot.cache[common:]
-        return common
+        del slot.cache[keep:]
+        return keep
+
+    def _save(self, slot: Slot, *, keep: int) -> None:
+        if len(slot.cache) - keep >= MIN_SAVE:
+            self.host.save(slot.seq, slot.cache)
 
     def cancel(self, job_id: int) -> None:
         for slot in self.slots:
@@ -174,11 +224,12 @@ class Batcher:
             if slot.answer is not None:
                 slot.answer.sampler.close()
                 slot.answer = None
+        self.host.clear()
         self.batch.close()
 
 
 Inbox = Callable[[bool], tuple[Any, ...] | None]  # block? → the next message, or None when none waits
-Emit = Callable[[int | None, Event | None], None]  # (job id, event); (None, None) = still alive
+Emit = Callable[[int | None, Event | CacheUse | None], None]  # (job id, event); (None, None) = still alive
 
 
 def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[[], bool]) -> None:
@@ -196,7 +247,7 @@ def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[
             if message[0] == "generate":
                 _, job_id, request = message
                 try:
-                    batcher.add(job_id, request, check_picked=check_picked())
+                    emit(job_id, batcher.add(job_id, request, check_picked=check_picked()))
                 except EngineError as err:
                     emit(job_id, err.failed())
             elif message[0] == "cancel":

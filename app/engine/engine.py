@@ -82,6 +82,12 @@ class Engine:
             )
         if config.kv_type not in _KV_TYPES:
             raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_TYPES)}", kind="request")
+        if config.n_batch <= config.parallel:
+            raise EngineError(
+                f"n_batch ({config.n_batch}) must be larger than parallel ({config.parallel}): a step holds one "
+                "token of every answer plus a chunk of a prompt",
+                kind="request",
+            )
         self.config = config
         self._llm: llama_cpp.Llama | None = None
         self._formatter: llama_chat_format.Jinja2ChatFormatter | None = None
@@ -123,7 +129,8 @@ class Engine:
         n_ctx = self._llm.n_ctx() // cfg.parallel
         self._batcher = Batcher(
             self._llm, self._prompt_tokens, parallel=cfg.parallel, n_ctx=n_ctx,
-            prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch), max_tokens=cfg.max_tokens_limit,
+            prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch - cfg.parallel), max_tokens=cfg.max_tokens_limit,
+            kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024,
         )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)

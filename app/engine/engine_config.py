@@ -17,6 +17,7 @@ class EngineConfig:
     n_threads: int = 2
     prompt_chunk: int = 128
     parallel: int = 4  # answers generated at once (slots: llama.cpp sequences in one batch)
+    kv_cache_mb: int = 2048  # host memory for the KV of sequences whose slot was reused (0 = none)
     tensor_split: tuple[float, ...] | None = None
     split_mode: str = "layer"
     max_tokens_limit: int = 4096

@@ -1,10 +1,11 @@
-"""Counting what the engine does: a live tokens/s and running totals, safe across threads."""
+"""Counting what the engine does: a live tokens/s, running totals and prefix reuse, safe across threads."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 
 
 class RateMeter:
@@ -45,6 +46,37 @@ class Counters:
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
             self._values[name] += amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """How one answer found its prompt's KV, and the host KV cache after it was placed (worker → app)."""
+
+    cached: int  # prompt tokens whose KV was reused: held in the slot, or restored from host memory
+    restored: bool  # they came back from host memory
+    host_bytes: int
+    host_entries: int
+
+
+class CacheMeter:
+    """Prefix reuse since the app started, and the host KV cache as the engine last reported it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = {"prefix_hits": 0, "host_restores": 0, "cached_tokens_total": 0,
+                        "kv_host_bytes": 0, "kv_host_entries": 0}
+
+    def note(self, use: CacheUse) -> None:
+        with self._lock:
+            v = self._values
+            v["host_restores"] += use.restored
+            v["prefix_hits"] += bool(use.cached) and not use.restored
+            v["cached_tokens_total"] += use.cached
+            v["kv_host_bytes"], v["kv_host_entries"] = use.host_bytes, use.host_entries
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:

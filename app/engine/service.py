@@ -19,7 +19,7 @@ from typing import Literal
 from app.engine.backends import Backend, WorkerLost
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Stats, Token
-from app.engine.meter import Counters, RateMeter
+from app.engine.meter import CacheMeter, CacheUse, Counters, RateMeter
 from app.engine.status import EngineStatus
 from app.engine.supervisor import RETRY_S, BackendSupervisor
 from app.engine.ticket import Ticket
@@ -38,6 +38,7 @@ class EngineService(BackendSupervisor):
         self._last_stats: Stats | None = None
         self.rate = RateMeter()
         self.counters = Counters()
+        self.cache = CacheMeter()  # prefix reuse and the host KV cache (kv_host.py)
         self._hold: Callable[[], str | None] = lambda: None
         self._held_for: str | None = None
         self._cancel_s: float | None = None  # from the last cancel to its slot being free
@@ -150,8 +151,11 @@ class EngineService(BackendSupervisor):
         if ticket.cancelled:  # cancelled between leaving the queue and reaching its slot
             backend.cancel(ticket.id)
 
-    def _on_event(self, ticket: Ticket, event: Event) -> None:
+    def _on_event(self, ticket: Ticket, event: Event | CacheUse) -> None:
         """An event of a running answer, from the backend's thread."""
+        if isinstance(event, CacheUse):  # how its prompt's KV was found: counted, not the caller's
+            self.cache.note(event)
+            return
         ticket.produced = ticket.produced or isinstance(event, Token)
         ticket.put(self._noticed(ticket, event))
         self._count(event)
@@ -237,6 +241,7 @@ class EngineService(BackendSupervisor):
                 "live_tps": round(self.rate.rate(), 1) if self._running else 0.0,
                 "last_stats": self._last_stats.as_dict() if self._last_stats else None,
                 "last_cancel_s": None if self._cancel_s is None else round(self._cancel_s, 3),
+                **self.cache.snapshot(),  # prefix_hits, host_restores, cached_tokens_total, kv_host_bytes/entries
             })
 
 
