@@ -1,5 +1,5 @@
 """What the engine shows the UI, the API and /metrics: one status dict built from the scheduler's
-queue and the supervisor's view of its backend."""
+queue and the supervisor's view of its backend, and the tally of what the answers did."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Literal
 
-from app.engine.events import Stats
+from app.engine.events import Done, Event, Failed, Stats, Token
+from app.engine.meter import Counters, RateMeter
 from app.engine.supervisor import BackendView
 from app.engine.ticket import Ticket
 
@@ -49,3 +50,24 @@ def status_of(
 
 def empty_stats(reason: Literal["cancelled"]) -> Stats:
     return Stats(0, 0, 0, 0.0, 0.0, 0.0, 0.0, reason)
+
+
+class Tally:
+    """What the answers did: the live tokens/s, running totals, the last answer's stats, the last cancel's delay."""
+
+    def __init__(self) -> None:
+        self.rate = RateMeter()
+        self.counters = Counters()
+        self.last_stats: Stats | None = None
+        self.cancel_s: float | None = None  # from the last cancel to its slot being free
+
+    def record(self, event: Event) -> None:
+        if isinstance(event, Token):
+            self.rate.tick()
+            self.counters.add("tokens")
+        elif isinstance(event, Done):
+            self.last_stats = event.stats
+            if event.stats.finish_reason == "cancelled":
+                self.counters.add("cancelled")
+        elif isinstance(event, Failed):
+            self.counters.add("errors")

@@ -1,14 +1,11 @@
 """The engine as the rest of the app sees it: a scheduler with a FIFO queue in front of the slots of
-one supervised backend.
+one supervised backend (ollama's scheduler and runner).
 
-The scheduler owns the answers: the queue, the slots in use, holds (a hot card, a model switch) and
-what happens to answers when a backend is lost. It *holds* a BackendSupervisor (supervisor.py),
-which owns the backend's life, and asks it only for a backend to run on, a rebuild, a replacement
-model and token counts (ollama's scheduler and runner). Up to `parallel` answers run at once,
-batched in the backend (batcher.py); beyond that every waiting caller sees its position. An answer
-that may run now is told `Reading` when it goes to its slot; `Queued` only when it must wait. When
-the backend is lost (a card died or hung, the worker was killed) every answer in flight fails with
-a message naming the card, and the supervisor rebuilds the backend as soon as every card answers.
+The scheduler owns the answers: the queue, the slots in use, holds (a hot card, a model switch) and what
+happens to answers when a backend is lost (each fails naming the card). It *holds* a BackendSupervisor
+(supervisor.py), which owns the backend's life, and asks it for a backend, a rebuild, a replacement model
+and token counts. Up to `parallel` answers run at once, batched in the backend (batcher.py); an answer
+that may run now hears `Reading` when it takes its slot, `Queued(position)` only while it must wait.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ from app.engine import events as ev
 from app.engine.backends import WorkerLost
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token
-from app.engine.meter import Counters, RateMeter
-from app.engine.queue_view import empty_stats, status_of
+from app.engine.queue_view import Tally, empty_stats, status_of
 from app.engine.supervisor import RETRY_S, BackendSupervisor
 from app.engine.ticket import Ticket
 
@@ -42,8 +38,8 @@ class EngineService:
         self.supervisor = BackendSupervisor(config, isolated=isolated, on_change=self._wake, on_lost=self._fail_jobs)
         self.max_queue = max_queue
         self.background_slots = max(1, background_slots)
-        self.rate = RateMeter()
-        self.counters = Counters()
+        self.tally = Tally()
+        self.rate, self.counters = self.tally.rate, self.tally.counters
         self._cond = threading.Condition()
         self._waiting: deque[Ticket] = deque()
         self._running: dict[int, Ticket] = {}  # answers in the backend's slots, by job id
@@ -53,8 +49,6 @@ class EngineService:
         self._held_for: str | None = None
         self._switching: str | None = None
         self._switch_stopped: set[int] = set()
-        self._last_stats: ev.Stats | None = None
-        self._cancel_s: float | None = None  # from the last cancel to its slot being free
 
     @property
     def config(self) -> EngineConfig:
@@ -220,10 +214,10 @@ class EngineService:
             with self._cond:
                 self._running.pop(ticket.id, None)
                 if ticket.cancel_at is not None:
-                    self._cancel_s = time.monotonic() - ticket.cancel_at
+                    self.tally.cancel_s = time.monotonic() - ticket.cancel_at
                 self._cond.notify_all()
         ticket.put(self._noticed(ticket, event))
-        self._count(event)
+        self.tally.record(event)
 
     def _fail_jobs(self, err: WorkerLost, jobs: list[int]) -> None:
         """The backend running `jobs` was lost (the supervisor rebuilds it): every one fails naming the card.
@@ -249,17 +243,6 @@ class EngineService:
             self._switch_stopped.discard(ticket.id)
             return Failed(f"the answer was stopped: the administrator is {self._switching or 'switching models'}")
         return event
-
-    def _count(self, event: Event) -> None:
-        if isinstance(event, Token):
-            self.rate.tick()
-            self.counters.add("tokens")
-        elif isinstance(event, Done):
-            self._last_stats = event.stats
-            if event.stats.finish_reason == "cancelled":
-                self.counters.add("cancelled")
-        elif isinstance(event, Failed):
-            self.counters.add("errors")
 
     # -- model switches and card faults ----------------------------------------------------------
 
@@ -320,5 +303,5 @@ class EngineService:
         return status_of(
             self.supervisor.view(), isolated=self.supervisor.isolated, switching=switching, held=held,
             running=running, waiting=waiting, parallel=self.parallel, rate=self.rate.rate(),
-            last_stats=self._last_stats, cancel_s=self._cancel_s,
+            last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
         )
