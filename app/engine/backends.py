@@ -17,18 +17,18 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from app.engine import cards
+from app.engine.counts import Call, Countable, counted
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo
 
 _LOAD_TIMEOUT_S = 600.0
 _READ_S = 0.25  # how often the reader looks at the step clock while no message comes
 
 Sink = Callable[[Event], None]
-Countable = GenerationRequest | str  # a request (its prompt as the model reads it) or a piece of text
 
 
 class WorkerLost(EngineError):
@@ -123,7 +123,7 @@ class InProcessBackend:
         self._inbox.put(("cancel", job_id))
 
     def count(self, items: list[Countable], *, timeout: float) -> list[int]:
-        call = _Call()
+        call = Call()
         self._inbox.put(("count", call, items))
         return call.result(timeout)
 
@@ -151,7 +151,7 @@ class WorkerBackend:
         self._heard = time.monotonic()  # when the worker last said anything (or a job was sent)
         self._lost: WorkerLost | None = None
         self._stopping = False
-        self._calls: dict[int, _Call] = {}  # token counts asked of the worker, by call id
+        self._calls: dict[int, Call] = {}  # token counts asked of the worker, by call id
         self._call_ids = itertools.count(1)
 
     def start(self) -> ModelInfo:
@@ -187,7 +187,7 @@ class WorkerBackend:
         """Counted by the worker between two steps (its tokenizer is the model's)."""
         if self._lost is not None:
             raise self._lost
-        call_id, call = next(self._call_ids), _Call()
+        call_id, call = next(self._call_ids), Call()
         with self._send_lock:
             self._calls[call_id] = call
         self._send(("count", call_id, items))
@@ -308,29 +308,3 @@ def _worker_main(conn: Connection, config: Any) -> None:
         engine.serve(inbox, emit)
     engine.close()
 
-
-class _Call:
-    """One token count asked across threads: its answer (counts, or the error to raise) once it comes."""
-
-    def __init__(self) -> None:
-        self._done = threading.Event()
-        self._value: list[int] | EngineError = EngineError("no answer", kind="engine")
-
-    def answer(self, value: list[int] | EngineError) -> None:
-        self._value = value
-        self._done.set()
-
-    def result(self, timeout: float) -> list[int]:
-        if not self._done.wait(timeout):
-            raise EngineError(f"the engine did not count the tokens within {timeout:g} s", kind="timeout")
-        if isinstance(self._value, EngineError):
-            raise self._value
-        return self._value
-
-
-def counted(engine: Any, items: Sequence[Countable]) -> list[int] | EngineError:
-    """The engine's exact counts, or the error (a chat template refusing the conversation) to raise."""
-    try:
-        return [engine.count_tokens(item) for item in items]
-    except EngineError as err:
-        return err

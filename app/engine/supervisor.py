@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.engine import cards as card_probe
-from app.engine.backends import Backend, Countable, InProcessBackend, WorkerBackend, WorkerLost
+from app.engine.backends import Backend, InProcessBackend, WorkerBackend, WorkerLost
+from app.engine.counts import Countable
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
 
