@@ -12,7 +12,8 @@ import jsonschema
 import pytest
 
 from app.engine.engine_config import EngineConfig
-from app.engine.events import Done, Failed, GenerationRequest, Message, Queued, Token
+from app.engine.events import Done, Failed, GenerationRequest, Message, Queued, Reading, Token
+from app.engine.follow import follow as follow_ticket
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
 from app.settings import DEMO_MODEL
@@ -44,15 +45,17 @@ class Followed:
 
 def follow(ticket: Ticket, *, cancel_after: int = 0) -> Followed:
     text, first_at, queued, times = "", None, [], []
-    for event in ticket.events():
+    for event in follow_ticket(ticket):
         if isinstance(event, Queued):
             queued.append(event.position)
+        elif isinstance(event, Reading):
+            continue
         elif isinstance(event, Token):
             text += event.text
             times.append(time.monotonic())
             first_at = first_at or times[-1]
             if cancel_after and len(times) == cancel_after:
-                ticket._cancel(ticket)
+                ticket.cancel()
         else:
             return Followed(text, event, first_at, time.monotonic(), queued, times)
     raise AssertionError("the events ended without Done or Failed")
@@ -126,7 +129,9 @@ def test_cancelling_one_answer_leaves_the_others_to_their_end(service: EngineSer
 
 
 def test_beyond_the_slots_answers_wait_with_their_position(service: EngineService) -> None:
-    requests = [ask(f"Write about the number {i}.", max_tokens=30) for i in range(5)]
+    # the first three end at different steps, so slots are given back one at a time (two given back at
+    # once would take the fourth and fifth together, and the fifth would never be first in line)
+    requests = [ask(f"Write about the number {i}.", max_tokens=min(30 + 15 * i, 60)) for i in range(5)]
     results = side_by_side(service, requests)
     assert all(isinstance(r.end, Done) for r in results)
     assert not results[0].queued or results[0].queued[-1] == 1
@@ -222,3 +227,12 @@ def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(servi
     # 1.6 s alone and 4.1 s during the batch (a constrained step there took seconds).
     assert chatted.first_at < first_part.ended_at, "the person waited for the background work"
     assert len(passed) <= 3, (len(passed), chatted.first_at - asked)
+
+
+def test_token_counts_are_the_prompt_the_engine_reads(service: EngineService) -> None:
+    request = ask("Name three rivers of Europe and say which is longest.", max_tokens=4)
+    counted = service.count_tokens(request)
+    said = follow(service.submit(request))
+    assert isinstance(said.end, Done) and said.end.stats.prompt_tokens == counted
+    words, chinese = service.count_text(["river " * 50, "长江是中国最长的河流。"])
+    assert 45 <= words <= 105 and chinese > 3  # measured: 50 words of "river " are 50 tokens with gemma3

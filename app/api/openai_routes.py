@@ -25,10 +25,10 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from app.api.answers import ChatShape, CompletionShape, Shape
 from app.api.schemas import ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.context import AppContext
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Token, TokenLogprob
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token, TokenLogprob
+from app.engine.follow import follow
 from app.engine.ticket import Ticket
 
-_POLL_S = 0.25  # how often a waiting request looks up from the queue (and notices a disconnect)
 _STATUS = {"context": 400, "request": 400, "busy": 503, "card": 500, "engine": 503}
 _CODES = {"context": "context_length_exceeded", "busy": "busy", "card": "card_down", "engine": "engine_unavailable"}
 
@@ -145,11 +145,15 @@ class _Answer:
     def __init__(self, ctx: AppContext, ticket: Ticket, shape: Shape) -> None:
         self.ctx, self.ticket, self.shape = ctx, ticket, shape
         self.finished = False
+        self.events = follow(ticket)
 
     async def next(self) -> Event:
+        """The next token or end; a client that leaves meanwhile is let go at once (the answer is cancelled)."""
         while True:
-            event = await anyio.to_thread.run_sync(self.ticket.get, _POLL_S)
-            if event is not None and not isinstance(event, Queued):
+            event = await anyio.to_thread.run_sync(next, self.events, None, abandon_on_cancel=True)
+            if event is None:
+                event = Failed("the answer ended without a word from the engine")
+            if not isinstance(event, Queued | Reading):
                 self.finished = isinstance(event, Done | Failed)
                 return event
 

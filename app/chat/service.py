@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.chat.store import ChatStore, Conversation, StoredMessage
-from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Stats, Token
+from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Reading, Stats, Token
+from app.engine.follow import follow
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
 
@@ -30,6 +31,7 @@ class ChatUpdate:
     text: str  # the answer so far
     waiting: int = 0  # queue position while waiting, else 0
     held: str | None = None  # why no answer may start now (a card too hot)
+    reading: bool = False  # the answer has its slot: the model reads the conversation (no word yet)
     done: bool = False
     stats: Stats | None = None
     error: str | None = None
@@ -176,9 +178,11 @@ class ChatService:
             self._active[session] = ticket
         saver = _Saver(self.store, cid)
         try:
-            for event in ticket.events():
+            for event in follow(ticket):
                 if isinstance(event, Queued):
                     yield ChatUpdate(saver.text, waiting=event.position, held=event.held)
+                elif isinstance(event, Reading):
+                    yield ChatUpdate(saver.text, reading=True)
                 elif isinstance(event, Token):
                     saver.grow(event.text)
                     yield ChatUpdate(saver.text)

@@ -11,6 +11,7 @@ cannot be ended.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 import queue
@@ -21,6 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from app.engine import cards
+from app.engine.counts import Call, Countable, counted
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo
 from app.engine.meter import CacheUse
 
@@ -42,6 +44,7 @@ class Backend(Protocol):
     def start(self) -> ModelInfo: ...
     def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None: ...
     def cancel(self, job_id: int) -> None: ...
+    def count(self, items: list[Countable], *, timeout: float) -> list[int]: ...
     def alive(self) -> bool: ...
     def stop(self) -> None: ...
 
@@ -96,10 +99,15 @@ class InProcessBackend:
 
     def _serve(self) -> None:
         def inbox(block: bool) -> tuple[Any, ...] | None:
-            try:
-                return self._inbox.get(block=block)
-            except queue.Empty:
-                return None
+            while True:
+                try:
+                    message = self._inbox.get(block=block)
+                except queue.Empty:
+                    return None
+                if message[0] != "count":
+                    return message
+                _, call, items = message
+                call.answer(counted(self._engine, items))  # between steps: llama.cpp is not in use
 
         def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
             if job_id is not None and event is not None:
@@ -114,6 +122,11 @@ class InProcessBackend:
 
     def cancel(self, job_id: int) -> None:
         self._inbox.put(("cancel", job_id))
+
+    def count(self, items: list[Countable], *, timeout: float) -> list[int]:
+        call = Call()
+        self._inbox.put(("count", call, items))
+        return call.result(timeout)
 
     def alive(self) -> bool:
         return True
@@ -139,6 +152,8 @@ class WorkerBackend:
         self._heard = time.monotonic()  # when the worker last said anything (or a job was sent)
         self._lost: WorkerLost | None = None
         self._stopping = False
+        self._calls: dict[int, Call] = {}  # token counts asked of the worker, by call id
+        self._call_ids = itertools.count(1)
 
     def start(self) -> ModelInfo:
         self._process.start()
@@ -169,6 +184,20 @@ class WorkerBackend:
         if job_id in self._sinks:
             self._send(("cancel", job_id))
 
+    def count(self, items: list[Countable], *, timeout: float) -> list[int]:
+        """Counted by the worker between two steps (its tokenizer is the model's)."""
+        if self._lost is not None:
+            raise self._lost
+        call_id, call = next(self._call_ids), Call()
+        with self._send_lock:
+            self._calls[call_id] = call
+        self._send(("count", call_id, items))
+        try:
+            return call.result(timeout)
+        finally:
+            with self._send_lock:
+                self._calls.pop(call_id, None)
+
     def _send(self, message: tuple[Any, ...]) -> None:
         with self._send_lock, contextlib.suppress(OSError):  # a dead worker is found by the reader
             self._conn.send(message)
@@ -184,17 +213,27 @@ class WorkerBackend:
                         self._fail(self._hung(limit))
                         return
                     continue
-                _, job_id, event = self._conn.recv()
+                kind, job_id, event = self._conn.recv()
             except (EOFError, OSError):
                 if not self._stopping:
                     self._fail(self._died("during an answer"))
                 return
             self._heard = time.monotonic()
+            if kind == "counted":
+                with self._send_lock:
+                    call = self._calls.get(job_id)
+                if call is not None:
+                    call.answer(event)
+                continue
             if job_id is not None and event is not None:  # (None, None): a step finished, the worker lives
                 self._sinks.deliver(job_id, event)
 
     def _fail(self, err: WorkerLost) -> None:
         self._lost = err
+        with self._send_lock:
+            calls = list(self._calls.values())
+        for call in calls:
+            call.answer(err)
         self._on_lost(self, err, self._sinks.drop_all())
 
     def _hung(self, limit: float) -> WorkerLost:
@@ -255,10 +294,13 @@ def _worker_main(conn: Connection, config: Any) -> None:
     conn.send(("loaded", info))
 
     def inbox(block: bool) -> tuple[Any, ...] | None:
-        if not conn.poll(None if block else 0):
-            return None
-        message: tuple[Any, ...] = conn.recv()
-        return message
+        while True:
+            if not conn.poll(None if block else 0):
+                return None
+            message: tuple[Any, ...] = conn.recv()
+            if message[0] != "count":
+                return message
+            conn.send(("counted", message[1], counted(engine, message[2])))  # between steps
 
     def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
         conn.send(("event", job_id, event))
@@ -266,3 +308,4 @@ def _worker_main(conn: Connection, config: Any) -> None:
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
         engine.serve(inbox, emit)
     engine.close()
+

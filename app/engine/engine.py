@@ -183,8 +183,13 @@ class Engine:
             self._llm.close()
             self._llm = None
 
-    def count_tokens(self, request: GenerationRequest) -> int:
-        return len(self._prompt_tokens(request)[0])
+    def count_tokens(self, item: GenerationRequest | str) -> int:
+        """Exactly the tokens the model reads: a request's whole prompt (chat template included), or a
+        piece of text as it reads inside one."""
+        if isinstance(item, str):
+            assert self._llm is not None
+            return len(self._llm.tokenize(item.encode("utf-8"), add_bos=False, special=False))
+        return len(self._prompt_tokens(item)[0])
 
     def _prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], list[str]]:
         assert self._llm is not None and self._formatter is not None

@@ -1,4 +1,4 @@
-"""What a generation reports, in order: Queued* → Token* → Done | Failed.
+"""What a generation reports, in order: Queued* → Reading → Token* → Done | Failed.
 
 Plain dataclasses: they cross the pipe between the engine worker and the app unchanged.
 """
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Literal
+
+from app.errors import QuartetError
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -65,6 +67,11 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """The answer has a slot: the engine reads its prompt now (nobody is ahead of it any more)."""
+
+
+@dataclass(frozen=True)
 class Token:
     text: str
     logprobs: tuple[TokenLogprob, ...] = ()  # the tokens this text came from, when the request asked for them
@@ -75,7 +82,10 @@ class Done:
     stats: Stats
 
 
-FailureKind = Literal["request", "context", "card", "busy", "engine"]
+# request: the request cannot run as asked; context: the prompt overflows the model's context (shorten it,
+# or split the work); card: a card failed (named); busy: the queue is full or a switch runs; timeout: no end
+# within the caller's time; cancelled: stopped before it could start; engine: the engine is not available.
+FailureKind = Literal["request", "context", "card", "busy", "timeout", "cancelled", "engine"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,7 @@ class Failed:
     kind: FailureKind = "engine"
 
 
-Event = Queued | Token | Done | Failed
+Event = Queued | Reading | Token | Done | Failed
 
 
 @dataclass(frozen=True)
@@ -107,13 +117,13 @@ class ModelInfo:
     load_s: float = 0.0
 
 
-class EngineError(RuntimeError):
+class EngineError(QuartetError, RuntimeError):
     """A failure to explain to a person: what happened, to which card or model, and what to do."""
 
+    kind: FailureKind
+
     def __init__(self, message: str, *, card: str | None = None, kind: FailureKind | None = None) -> None:
-        super().__init__(message)
-        self.card = card
-        self.kind: FailureKind = kind or ("card" if card else "engine")
+        super().__init__(message, kind=kind or ("card" if card else "engine"), card=card)
 
     def failed(self) -> Failed:
         return Failed(str(self), self.card, self.kind)

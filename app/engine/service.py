@@ -1,48 +1,60 @@
-"""The engine as the rest of the app sees it: a FIFO queue in front of the slots of one supervised backend.
+"""The engine as the rest of the app sees it: a scheduler with a FIFO queue in front of the slots of
+one supervised backend (ollama's scheduler and runner).
 
-Up to `parallel` answers run at once, batched in the backend (batcher.py); beyond that every waiting
-caller sees its position. When the backend is lost (a card died or hung, the worker was killed)
-every answer in flight fails with a message naming the card, and the supervisor rebuilds the
-backend by itself as soon as every card answers again.
+The scheduler owns the answers: the queue, the slots in use, holds (a hot card, a model switch) and what
+happens to answers when a backend is lost (each fails naming the card). It *holds* a BackendSupervisor
+(supervisor.py), which owns the backend's life, and asks it for a backend, a rebuild, a replacement model
+and token counts. Up to `parallel` answers run at once, batched in the backend (batcher.py); an answer
+that may run now hears `Reading` when it takes its slot, `Queued(position)` only while it must wait.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import asdict, replace
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
-from app.engine.backends import Backend, WorkerLost
+from app.engine import events as ev
+from app.engine.backends import WorkerLost
 from app.engine.engine_config import EngineConfig
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Stats, Token
-from app.engine.meter import CacheMeter, CacheUse, Counters, RateMeter
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token
+from app.engine.meter import CacheMeter, CacheUse
+from app.engine.queue_view import Tally, empty_stats, status_of
 from app.engine.status import EngineStatus
 from app.engine.supervisor import RETRY_S, BackendSupervisor
 from app.engine.ticket import Ticket
 
 log = logging.getLogger(__name__)
+COUNT_WAIT_S = 60.0  # how long a token count waits for a model that is (re)loading
 
 
-class EngineService(BackendSupervisor):
+class EngineService:
     def __init__(
         self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32, background_slots: int = 1
     ) -> None:
-        super().__init__(config, isolated=isolated)
+        self.supervisor = BackendSupervisor(config, isolated=isolated, on_change=self._wake, on_lost=self._fail_jobs)
         self.max_queue = max_queue
+        self.background_slots = max(1, background_slots)
+        self.tally = Tally()
+        self.rate, self.counters = self.tally.rate, self.tally.counters
+        self._cond = threading.Condition()
         self._waiting: deque[Ticket] = deque()
+        self._running: dict[int, Ticket] = {}  # answers in the backend's slots, by job id
         self._ids = itertools.count(1)
-        self._last_stats: Stats | None = None
-        self.rate = RateMeter()
-        self.counters = Counters()
+        self._stopped = False
         self.cache = CacheMeter()  # prefix reuse and the host KV cache (kv_host.py)
         self._hold: Callable[[], str | None] = lambda: None
         self._held_for: str | None = None
-        self._cancel_s: float | None = None  # from the last cancel to its slot being free
-        self.background_slots = max(1, background_slots)
+        self._switching: str | None = None
+        self._switch_stopped: set[int] = set()
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.supervisor.config
 
     @property
     def parallel(self) -> int:
@@ -51,13 +63,32 @@ class EngineService(BackendSupervisor):
 
     def start(self) -> None:
         """Load the model in the background and start serving the queue."""
-        super().start()
-        self._spawn(self._dispatch, "engine-dispatch")
+        self.supervisor.start()
+        threading.Thread(target=self._dispatch, name="engine-dispatch", daemon=True).start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self.supervisor.stop()
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self.supervisor.wait_ready(timeout)
+
+    # -- token counts ------------------------------------------------------------------------
+
+    def count_tokens(self, request: GenerationRequest) -> int:
+        """The prompt tokens of `request` exactly as the model reads them (chat template included)."""
+        return self.supervisor.count([request], wait_s=COUNT_WAIT_S)[0]
+
+    def count_text(self, texts: Sequence[str]) -> list[int]:
+        """The tokens of each piece of text as the model reads it inside a prompt (for sizing parts)."""
+        return self.supervisor.count(list(texts), wait_s=COUNT_WAIT_S) if texts else []
 
     # -- the queue -------------------------------------------------------------------------
 
     def submit(self, request: GenerationRequest) -> Ticket:
-        request = _bounded(request, self.config.max_tokens_limit)
+        request = replace(request, max_tokens=max(1, min(request.max_tokens, self.config.max_tokens_limit)))
         ticket = Ticket(next(self._ids), request, self.cancel)
         with self._cond:
             if len(self._waiting) >= self.max_queue:
@@ -77,47 +108,76 @@ class EngineService(BackendSupervisor):
             if ticket in self._waiting:
                 self._waiting.remove(ticket)
                 self._announce_positions()
-                ticket.put(Done(_empty_stats("cancelled")))
+                ticket.put(Done(empty_stats("cancelled")))
                 return
-            backend = self._backend if ticket.id in self._running else None
-        if backend:
+            running = ticket.id in self._running
+        backend = self.supervisor.current() if running else None
+        if backend is not None:
             backend.cancel(ticket.id)
 
+    def hold_when(self, reason: Callable[[], str | None]) -> None:
+        """New answers wait while `reason()` says why (e.g. a card is too hot); running ones finish."""
+        self._hold = reason
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def _announce_positions(self) -> None:
-        for position, ticket in enumerate(self._waiting, start=1):
-            ticket.put(Queued(position, self._held_for))
+        """Called with the lock held: each answer that must wait hears its place among those that wait.
+        Answers a free slot takes now hear nothing here: `Reading` follows when they reach it."""
+        admissible = set(self._admissible())
+        position = 0
+        for ticket in self._waiting:
+            if ticket not in admissible:
+                position += 1
+                ticket.tell(Queued(position, self._held_for))
+
+    def _admissible(self) -> list[Ticket]:
+        """Called with the lock held: the waiting answers free slots take now, in order. Background work
+        (extraction, summary parts) takes at most `background_slots`, so people are served first."""
+        if self._held_for or self.supervisor.view().state in ("starting", "loading", "stopped"):
+            return []
+        free = self.parallel - len(self._running)
+        background = sum(t.request.background for t in self._running.values())
+        chosen: list[Ticket] = []
+        for ticket in self._waiting:
+            if len(chosen) >= free:
+                break
+            if not ticket.request.background or background < min(self.background_slots, self.parallel):
+                chosen.append(ticket)
+                background += ticket.request.background
+        return chosen
 
     def _dispatch(self) -> None:
-        """Admit waiting answers into the engine's slots, first come first served."""
+        """Admit waiting answers into the backend's slots, first come first served."""
         while True:
             with self._cond:
-                while self._next() is None and self._state != "stopped":
-                    self._cond.wait(timeout=1.0)
-                    self._watch_backend()
-                if self._state == "stopped":
+                chosen = self._next_admission()
+                if chosen is None:
                     for waiting in self._waiting:
                         waiting.put(Failed("the engine is shutting down"))
                     return
-                # At start-up or while a model loads, jobs wait their turn; a broken engine fails them.
-                self._cond.wait_for(lambda: self._state not in ("starting", "loading"))
-                if self._waiting_on_hold():
-                    continue
-                chosen = self._next()
-                if chosen is None:
-                    continue
                 self._waiting.remove(chosen)
+                self._running[chosen.id] = chosen  # its slot is taken from now on
                 self._announce_positions()
             self._admit(chosen)
 
-    def _next(self) -> Ticket | None:
-        """Called with the lock held: the first waiting answer a slot may take now. Background work
-        (extraction, summary parts) takes at most `background_slots`, so people are served first."""
-        if len(self._running) >= self.parallel:
-            return None
-        background = sum(t.request.background for t in self._running.values())
-        for ticket in self._waiting:
-            if not ticket.request.background or background < min(self.background_slots, self.parallel):
-                return ticket
+    def _next_admission(self) -> Ticket | None:
+        """Called with the lock held: wait for an answer a slot may take now (None: stopped)."""
+        while not self._stopped:
+            if not self._running:
+                self.supervisor.check_idle()
+            # At start-up or while a model loads, answers wait their turn; a broken engine fails them.
+            if self.supervisor.view().state in ("starting", "loading") or not self._waiting:
+                self._cond.wait(timeout=1.0)
+                continue
+            if self._waiting_on_hold():
+                continue
+            chosen = self._admissible()
+            if chosen:
+                return chosen[0]
+            self._cond.wait(timeout=1.0)
         return None
 
     def _waiting_on_hold(self) -> bool:
@@ -130,23 +190,22 @@ class EngineService(BackendSupervisor):
             self._cond.wait(timeout=RETRY_S)
         return reason is not None
 
-    def hold_when(self, reason: Callable[[], str | None]) -> None:
-        """New answers wait while `reason()` says why (e.g. a card is too hot); running ones finish."""
-        self._hold = reason
-
     def _admit(self, ticket: Ticket) -> None:
-        backend = self._usable_backend()
+        backend = self.supervisor.backend()
         if isinstance(backend, EngineError):
+            with self._cond:
+                self._running.pop(ticket.id, None)
+                self._cond.notify_all()
             ticket.put(backend.failed())
             self.counters.add("errors")
             return
-        with self._cond:
-            self._running[ticket.id] = ticket
         self.counters.add("requests")
+        ticket.put(Reading())
         try:
             backend.submit(ticket.id, ticket.request, lambda event: self._on_event(ticket, event))
         except WorkerLost as err:
-            self._backend_lost(backend, err, [ticket.id])
+            self.supervisor.recover(err, backend)
+            self._fail_jobs(err, [ticket.id])
             return
         if ticket.cancelled:  # cancelled between leaving the queue and reaching its slot
             backend.cancel(ticket.id)
@@ -157,38 +216,32 @@ class EngineService(BackendSupervisor):
             self.cache.note(event)
             return
         ticket.produced = ticket.produced or isinstance(event, Token)
+        if isinstance(event, Done | Failed):  # its slot is free before its caller hears the end
+            with self._cond:
+                self._running.pop(ticket.id, None)
+                if ticket.cancel_at is not None:
+                    self.tally.cancel_s = time.monotonic() - ticket.cancel_at
+                self._cond.notify_all()
         ticket.put(self._noticed(ticket, event))
-        self._count(event)
-        if isinstance(event, Done | Failed):
-            self._finished(ticket)
+        self.tally.record(event)
 
-    def _finished(self, ticket: Ticket) -> None:
-        with self._cond:
-            self._running.pop(ticket.id, None)
-            if ticket.cancel_at is not None:
-                self._cancel_s = time.monotonic() - ticket.cancel_at
-            self._cond.notify_all()
-
-    def _backend_lost(self, backend: Backend, err: WorkerLost, jobs: list[int]) -> None:
-        """Every answer running on the lost backend fails naming the card, and the engine rebuilds.
+    def _fail_jobs(self, err: WorkerLost, jobs: list[int]) -> None:
+        """The backend running `jobs` was lost (the supervisor rebuilds it): every one fails naming the card.
 
         Every card answers yet the worker died before a token: a card restarted while we held a stale
         connection. Rebuilt, the engine can take such an answer once more (at the head of the queue)."""
         with self._cond:
             tickets = [self._running.pop(job) for job in jobs if job in self._running]
-            self._cond.notify_all()
-        again = [t for t in tickets if not (t.produced or err.card or t.attempts or t.cancelled)]
-        for ticket in tickets:
-            if ticket not in again:
-                ticket.put(err.failed())
-                self.counters.add("errors")
-        self._recover(err, backend)
-        with self._cond:
+            again = [t for t in tickets if not (t.produced or err.card or t.attempts or t.cancelled)]
             for ticket in reversed(again):
                 ticket.attempts += 1
                 log.info("answer %d: retrying on the rebuilt engine", ticket.id)
                 self._waiting.appendleft(ticket)
             self._cond.notify_all()
+        for ticket in tickets:
+            if ticket not in again:
+                ticket.put(err.failed())
+                self.counters.add("errors")
 
     def _noticed(self, ticket: Ticket, event: Event) -> Event:
         """An answer stopped to switch models ends with a notice that says so."""
@@ -197,57 +250,65 @@ class EngineService(BackendSupervisor):
             return Failed(f"the answer was stopped: the administrator is {self._switching or 'switching models'}")
         return event
 
-    def _count(self, event: Event) -> None:
-        if isinstance(event, Token):
-            self.rate.tick()
-            self.counters.add("tokens")
-        elif isinstance(event, Done):
-            self._last_stats = event.stats
-            if event.stats.finish_reason == "cancelled":
-                self.counters.add("cancelled")
-        elif isinstance(event, Failed):
-            self.counters.add("errors")
+    # -- model switches and card faults ----------------------------------------------------------
+
+    def switch(self, config: EngineConfig, *, grace_s: float = 5.0) -> ev.ModelInfo:
+        """Load another model (or the same one with other settings). New answers wait; the running ones
+        have `grace_s` to finish, then are stopped with a notice; the old model is unloaded first. If the
+        new one fails to load, the old one is loaded again and the error says why."""
+        with self._cond:
+            if self._switching:
+                raise EngineError(f"a switch is already under way ({self._switching})", kind="busy")
+            self._switching = why = f"switching to {config.model_name}"
+            self._cond.notify_all()
+        previous = self.config
+        try:
+            self._drain(grace_s)
+            try:
+                return self.supervisor.replace(config, why=why)
+            except EngineError as err:
+                log.warning("switch to %s failed: %s; loading %s again", config.model_name, err, previous.model_name)
+                self.supervisor.replace(previous, why=why)
+                raise EngineError(
+                    f"{config.model_name} could not be loaded ({err}); {previous.model_name} is loaded again",
+                    kind=err.kind,
+                ) from err
+        finally:
+            with self._cond:
+                self._switching = None
+                self._cond.notify_all()
+
+    def _drain(self, grace_s: float) -> None:
+        """Let every running answer finish within `grace_s`, then stop them (each ends with a notice)."""
+        with self._cond:
+            if self._cond.wait_for(lambda: not self._running, grace_s):
+                return
+            jobs = list(self._running)
+            self._switch_stopped.update(jobs)
+        backend = self.supervisor.current()
+        if backend is not None:
+            for job in jobs:
+                backend.cancel(job)
+        with self._cond:
+            self._cond.wait_for(lambda: not self._running, 30)
+
+    def note_card_down(self, index: int, endpoint: str, reason: str) -> None:
+        """The card monitor saw a card stop answering. If no answer runs, the engine is rebuilt now rather
+        than fail the next user's answer on a dead connection (running answers find out themselves)."""
+        with self._cond:
+            idle = not self._running
+        if idle:
+            self.supervisor.card_down(index, endpoint, reason)
 
     # -- what the UI and API show ------------------------------------------------------------
 
     def status(self) -> EngineStatus:
         with self._cond:
-            info = self._info
-            return EngineStatus.model_validate({
-                "state": self._state,
-                "message": self._message,
-                "switching": self._switching,
-                "down_card": self._down_card,
-                "isolated": self.isolated,
-                "model": None
-                if info is None
-                else {
-                    "name": info.name,
-                    "gguf_file": info.path,  # not "path": gradio_client would fetch it as a file
-                    "n_layers": info.n_layers,
-                    "n_ctx": info.n_ctx,
-                    "load_s": round(info.load_s, 2),
-                },
-                "placement": [asdict(card) for card in info.cards] if info else [],
-                "queue": {
-                    "running": len(self._running),
-                    "waiting": len(self._waiting),
-                    "held": self._held_for,
-                    "parallel": self.parallel,
-                    "background": sum(t.request.background for t in self._running.values()),
-                    "background_slots": min(self.background_slots, self.parallel),
-                    "background_waiting": sum(t.request.background for t in self._waiting),
-                },
-                "live_tps": round(self.rate.rate(), 1) if self._running else 0.0,
-                "last_stats": self._last_stats.as_dict() if self._last_stats else None,
-                "last_cancel_s": None if self._cancel_s is None else round(self._cancel_s, 3),
-                **self.cache.snapshot(),  # prefix_hits, host_restores, cached_tokens_total, kv_host_bytes/entries
-            })
-
-
-def _bounded(request: GenerationRequest, limit: int) -> GenerationRequest:
-    return replace(request, max_tokens=max(1, min(request.max_tokens, limit)))
-
-
-def _empty_stats(reason: Literal["cancelled"]) -> Stats:
-    return Stats(0, 0, 0, 0.0, 0.0, 0.0, 0.0, reason)
+            running, waiting = list(self._running.values()), list(self._waiting)
+            held, switching = self._held_for, self._switching
+        return EngineStatus.model_validate({**status_of(
+            self.supervisor.view(), isolated=self.supervisor.isolated, switching=switching, held=held,
+            running=running, waiting=waiting, parallel=self.parallel, rate=self.rate.rate(),
+            last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
+            background_slots=min(self.background_slots, self.parallel),
+        ), **self.cache.snapshot()})  # prefix_hits, host_restores, cached_tokens_total, kv_host_bytes/entries

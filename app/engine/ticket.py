@@ -1,15 +1,16 @@
-"""One caller's place in the engine's queue, and the events that follow it to the end."""
+"""One caller's place in the engine's queue, and the events that follow it to the end (read them with
+app/engine/follow.py)."""
 
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from app.engine.events import Done, Event, Failed, GenerationRequest
+from app.engine.events import Event, GenerationRequest, Queued
 
 
 class Ticket:
-    """One caller's place in the queue; iterate `events()` to follow it to the end."""
+    """One caller's place in the queue; `follow(ticket)` reads its events to the end."""
 
     def __init__(self, job_id: int, request: GenerationRequest, cancel: Callable[[Ticket], None]) -> None:
         self.id = job_id
@@ -20,9 +21,20 @@ class Ticket:
         self.attempts = 0  # times it was taken again after the engine was lost before its first token
         self._cancel = cancel
         self._events: queue.Queue[Event] = queue.Queue()
+        self._told: Queued | None = None
+
+    def cancel(self) -> None:
+        """Stop this answer (waiting: it leaves the queue; running: it ends at the next step)."""
+        self._cancel(self)
 
     def put(self, event: Event) -> None:
         self._events.put(event)
+
+    def tell(self, place: Queued) -> None:
+        """Its place in the queue, when that changed since it was last told."""
+        if place != self._told:
+            self._told = place
+            self._events.put(place)
 
     def get(self, timeout: float) -> Event | None:
         """The next event, or None if none came within `timeout` seconds (for async callers)."""
@@ -30,17 +42,3 @@ class Ticket:
             return self._events.get(timeout=timeout)
         except queue.Empty:
             return None
-
-    def events(self) -> Iterator[Event]:
-        """Queued* → Token* → Done | Failed. Leaving early (a closed client) cancels the job."""
-        finished = False
-        try:
-            while True:
-                event = self._events.get()
-                yield event
-                if isinstance(event, Done | Failed):
-                    finished = True
-                    return
-        finally:
-            if not finished:
-                self._cancel(self)

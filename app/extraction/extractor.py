@@ -9,13 +9,14 @@ value's page and snippet come from searching the page text — the model never g
 from __future__ import annotations
 
 import json
-import time
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
+from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Reading, Token
+from app.engine.follow import follow
 from app.engine.service import EngineService
 from app.extraction.answers import bounded, check, clean, cut
 from app.extraction.answers import describe as _describe
@@ -23,7 +24,8 @@ from app.extraction.merge import FieldValue, PartResult, merge, record_of, withi
 from app.knowledge.service import KnowledgeService
 
 __all__ = ["Extraction", "ExtractionFailed", "Extractor", "Limits", "Part", "Step", "bounded"]
-_CHARS_PER_TOKEN = 2.0  # conservative (German measured 2.07, Chinese is below 1.5 per token: halving covers it)
+_SLACK_TOKENS = 32  # counted piece by piece, a prompt may differ from its whole by a token at each join (a part
+# that overflows after all is read as two halves)
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class Step:
     """Progress of one extraction, for people."""
 
     text: str
-    waiting: int = 0
+    waiting: int = 0  # position in the engine's queue while someone is ahead, else 0
+    reading: bool = False  # the answer has its slot: the model reads the part
 
 
 @dataclass
@@ -105,20 +108,37 @@ class Extractor:
         texts = {n: self.knowledge.page_text(document_id, n) or "" for n in range(1, doc.pages_total + 1)}
         return doc.name, {n: t for n, t in texts.items() if t.strip()}
 
-    def parts(self, pages: dict[int, str], schema: dict[str, Any]) -> list[Part]:
-        """Consecutive pages grouped to fit the context; a page longer than that is cut into pieces."""
-        overhead = len(self.system) + len(self.template) + len(_describe(schema)) + 200
-        room = self.engine.config.n_ctx - self.limits.max_tokens - int(overhead / _CHARS_PER_TOKEN)
-        budget = max(800, int(room * _CHARS_PER_TOKEN))
-        pieces = [(n, text[i : i + budget]) for n, text in sorted(pages.items()) for i in range(0, len(text), budget)]
+    def parts(self, pages: dict[int, str], schema: dict[str, Any], *, name: str = "") -> list[Part]:
+        """Consecutive pages grouped to fit the context, counted by the engine's tokenizer; a page longer
+        than that is cut into pieces."""
+        budget = self._budget(schema, name)
+        pieces = self._pieces(sorted(pages.items()), budget)
+        counts = self.engine.count_text([Part((piece,)).text for piece in pieces])
         parts: list[Part] = []
         current: list[tuple[int, str]] = []
-        for piece in pieces:
-            if current and sum(len(t) + 12 for _, t in current) + len(piece[1]) > budget:
+        size = 0
+        for piece, tokens in zip(pieces, counts, strict=True):
+            if current and size + tokens + 1 > budget:
                 parts.append(Part(tuple(current)))
-                current = []
+                current, size = [], 0
             current.append(piece)
+            size += tokens + 1
         return [*parts, Part(tuple(current))] if current else parts
+
+    def _budget(self, schema: dict[str, Any], name: str) -> int:
+        """The tokens a part's text may take: the context less the prompt around it and the answer."""
+        prompt = self.template.format(name=name, first=0, last=0, fields=_describe(schema), text="")
+        around = self.engine.count_tokens(GenerationRequest((Message("system", self.system), Message("user", prompt))))
+        return max(64, self.engine.config.n_ctx - self.limits.max_tokens - around - _SLACK_TOKENS)
+
+    def _pieces(self, pages: list[tuple[int, str]], budget: int) -> list[tuple[int, str]]:
+        """Each page whole, or cut into equal pieces of at most about `budget` tokens when it is longer."""
+        counts = self.engine.count_text([Part((page,)).text for page in pages])
+        pieces: list[tuple[int, str]] = []
+        for (n, text), tokens in zip(pages, counts, strict=True):
+            size = math.ceil(len(text) / math.ceil(tokens * 1.1 / budget)) if tokens > budget else len(text)
+            pieces += [(n, text[i : i + size]) for i in range(0, len(text), max(1, size))]
+        return pieces
 
     def run(
         self,
@@ -133,7 +153,10 @@ class Extractor:
         name, pages = self.pages(document_id)
         if not pages:
             raise ExtractionFailed(f"{name} has no text to extract from")
-        parts = self.parts(pages, schema)
+        try:
+            parts = self.parts(pages, schema, name=name)
+        except EngineError as err:
+            raise ExtractionFailed(f"{name} could not be cut into parts: {err}") from err
         results: list[PartResult] = []
         problems: list[str] = []
         queue = list(parts)
@@ -225,25 +248,18 @@ class Extractor:
             ticket = self.engine.submit(request)
         except EngineError as err:
             return "", str(err)
-        deadline = time.monotonic() + limits.timeout_s
-        text, stopped = "", None
+        text = ""
         yield Step(label)
-        while True:
-            event = ticket.get(timeout=0.25)
-            if event is None or isinstance(event, Queued):
-                if isinstance(event, Queued):
-                    deadline = time.monotonic() + limits.timeout_s  # waiting in line does not count
-                    yield Step(label, waiting=event.position)
-                if stopped is None and (cancelled() or time.monotonic() > deadline):
-                    stopped = "cancelled" if cancelled() else "timeout"
-                    self.engine.cancel(ticket)
-                continue
-            if isinstance(event, Token):
+        for event in follow(ticket, timeout=limits.timeout_s, cancelled=cancelled):  # waiting in line does not count
+            if isinstance(event, Queued):
+                yield Step(label, waiting=event.position)
+            elif isinstance(event, Reading):
+                yield Step(f"reading {label}", reading=True)
+            elif isinstance(event, Token):
                 text += event.text
-                if stopped is None and (cancelled() or time.monotonic() > deadline):
-                    stopped = "cancelled" if cancelled() else "timeout"
-                    self.engine.cancel(ticket)
             elif isinstance(event, Done):
-                return text, stopped or ("length" if event.stats.finish_reason == "length" else None)
+                reason = event.stats.finish_reason
+                return text, reason if reason in ("length", "cancelled") else None
             elif isinstance(event, Failed):
-                return text, "context" if event.kind == "context" else event.message
+                return text, event.kind if event.kind in ("context", "timeout") else event.message
+        return text, "the answer ended without a word from the engine"

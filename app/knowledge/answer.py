@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Token
+from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Reading, Token
+from app.engine.follow import follow
 from app.engine.service import EngineService
 from app.knowledge.script import has_cjk
 from app.knowledge.search import Hit
@@ -22,6 +23,7 @@ from app.knowledge.service import KnowledgeService
 
 NOTHING_FOUND = "I found nothing about this in the documents, so I cannot answer it from them."
 _CITATION = re.compile(r"\[(\d+)\]")
+_SLACK_TOKENS = 16  # counted piece by piece, a prompt may differ from its whole by a token at each join
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,12 @@ class Source:
 class Answer:
     text: str
     sources: list[Source] = field(default_factory=list)
-    waiting: int = 0
+    waiting: int = 0  # position in the engine's queue while someone is ahead, else 0
     progress: str = ""
+    reading: bool = False  # the answer has its slot: the model reads the prompt (no word yet)
     done: bool = False
     error: str | None = None
+    kind: str | None = None  # the failure's kind (app/engine/events.py FailureKind): branch on it, not on `error`
 
     def cited(self) -> list[Source]:
         """The sources the answer actually cites, in order of first citation."""
@@ -94,23 +98,33 @@ class Answerer:
         if not sources:
             yield Answer(NOTHING_FOUND, [], done=True)
             return
-        budget = max(2000, int((self.engine.config.n_ctx - self.max_tokens - 300) * 2.5))  # ~chars per token
-        listed: list[str] = []
-        used = 0
-        for s in sources:
-            entry = f"[{s.number}] {s.name}, page {s.page}:\n{s.text.strip()}"
-            if used + len(entry) > budget and listed:
-                break
-            listed.append(entry)
-            used += len(entry)
-        sources = sources[: len(listed)]
-        prompt = self.template.format(sources="\n\n".join(listed), question=question.strip())
-        request = GenerationRequest(
+        entries = [f"[{s.number}] {s.name}, page {s.page}:\n{s.text.strip()}" for s in sources]
+        try:
+            listed = self._fitting(entries, question)
+        except EngineError as err:
+            yield Answer("", sources, done=True, error=str(err), kind=err.kind)
+            return
+        yield from stream(self.engine, self._request(entries[:listed], question), sources[:listed])
+
+    def _request(self, entries: list[str], question: str) -> GenerationRequest:
+        prompt = self.template.format(sources="\n\n".join(entries), question=question.strip())
+        return GenerationRequest(
             messages=(Message("system", self.system), Message("user", prompt)),
             max_tokens=self.max_tokens,
             temperature=0.2,
         )
-        yield from stream(self.engine, request, sources)
+
+    def _fitting(self, entries: list[str], question: str) -> int:
+        """How many sources (the best first) fit the context beside the question and the answer's tokens,
+        counted exactly by the engine's tokenizer; the best one always goes."""
+        room = self.engine.config.n_ctx - self.max_tokens - self.engine.count_tokens(self._request([], question))
+        used, listed = _SLACK_TOKENS, 0
+        for tokens in self.engine.count_text(entries):
+            if listed and used + tokens > room:
+                break
+            used += tokens + 1  # the blank line between two sources
+            listed += 1
+        return listed
 
 
 def stream(
@@ -120,16 +134,18 @@ def stream(
     try:
         ticket = engine.submit(request)
     except EngineError as err:
-        yield Answer("", sources, done=True, error=str(err))
+        yield Answer("", sources, done=True, error=str(err), kind=err.kind)
         return
     text = ""
-    for event in ticket.events():
+    for event in follow(ticket):
         if isinstance(event, Queued):
             yield Answer(text, sources, waiting=event.position, progress=progress)
+        elif isinstance(event, Reading):
+            yield Answer(text, sources, progress=progress, reading=True)
         elif isinstance(event, Token):
             text += event.text
             yield Answer(text, sources, progress=progress)
         elif isinstance(event, Done):
             yield Answer(text, sources, progress=progress, done=True)
         elif isinstance(event, Failed):
-            yield Answer(text, sources, progress=progress, done=True, error=event.message)
+            yield Answer(text, sources, progress=progress, done=True, error=event.message, kind=event.kind)

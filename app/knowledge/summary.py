@@ -2,7 +2,7 @@
 
 Map: consecutive chunks are grouped to fit the model's context and each group gives short notes with
 their pages. Reduce: the notes, merged in rounds while they do not fit, give the final answer, which
-streams. Progress says which part is being read.
+streams. Progress says which part is being read. Parts are sized by the engine's exact token counts.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Generator
 from pathlib import Path
 
-from app.engine.events import GenerationRequest, Message
+from app.engine.events import EngineError, GenerationRequest, Message
 from app.engine.service import EngineService
 from app.knowledge.answer import Answer, stream
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import StoredChunk
 
 SUMMARY_TASK = "Summarise the main points."
-_CHARS_PER_TOKEN = 2.0  # measured: GeoTopo's German gave 2.07 characters per token; a part that still
-# overflows the context is split in two and read again
+_SLACK_TOKENS = 32  # counted piece by piece, a prompt may differ from its whole by a token at each join; a
+# part that still overflows the context (the engine says kind "context") is split in two and read again
 
 
 class Summariser:
@@ -36,28 +36,28 @@ class Summariser:
         self.reduce_prompt = (prompts / "summary_reduce.txt").read_text(encoding="utf-8")
         self.notes_tokens, self.answer_tokens = notes_tokens, answer_tokens
 
-    def budget_chars(self) -> int:
-        room = self.engine.config.n_ctx - max(self.notes_tokens, self.answer_tokens) - 250
-        return max(1500, int(room * _CHARS_PER_TOKEN))
+    def budget_tokens(self, template: str, **fields: str) -> int:
+        """The tokens left for the text in `template` (filled with `fields`), the answer's tokens kept free."""
+        skeleton = GenerationRequest(messages=(Message("user", template.format(**fields)),))
+        room = self.engine.config.n_ctx - max(self.notes_tokens, self.answer_tokens) - _SLACK_TOKENS
+        return max(64, room - self.engine.count_tokens(skeleton))
 
-    def groups(self, chunks: list[StoredChunk]) -> list[list[StoredChunk]]:
-        budget, size = self.budget_chars(), 0
-        groups: list[list[StoredChunk]] = []
-        current: list[StoredChunk] = []
-        for chunk in chunks:
-            if current and size + len(chunk.text) > budget:
-                groups.append(current)
-                current, size = [], 0
-            current.append(chunk)
-            size += len(chunk.text)
-        return [*groups, current] if current else groups
+    def groups(self, chunks: list[StoredChunk], *, name: str = "", task: str = SUMMARY_TASK) -> list[list[StoredChunk]]:
+        """Consecutive chunks, as many to a group as fit the context (counted by the engine's tokenizer)."""
+        budget = self.budget_tokens(self.map_prompt, first="0", last="0", name=name, text="", task=task)
+        counts = self.engine.count_text([_line(c) for c in chunks])
+        return [[chunks[i] for i in group] for group in _packed(counts, budget)]
 
     def run(self, document_id: int, *, question: str | None = None) -> Generator[Answer, None, None]:
         doc = self.knowledge.document(document_id)
         if doc is None or doc.status != "ok":
             raise ValueError(f"document {document_id} is not indexed" + (f" ({doc.status})" if doc else ""))
         task = f"Answer this question: {question.strip()}" if question and question.strip() else SUMMARY_TASK
-        groups = self.groups(self.knowledge.document_chunks(document_id))
+        try:
+            groups = self.groups(self.knowledge.document_chunks(document_id), name=doc.name, task=task)
+        except EngineError as err:
+            yield Answer("", done=True, error=str(err), kind=err.kind)
+            return
         notes: list[str] = []
         for i, group in enumerate(groups, start=1):
             part = f"part {i} of {len(groups)}"
@@ -71,10 +71,10 @@ class Summariser:
              notes: list[str]) -> Generator[Answer, None, str | None]:
         """Notes on one group of chunks into `notes`; a group too long for the context is halved."""
         first, last = group[0].page, group[-1].page
-        text = "\n".join(f"[p. {c.page}] {c.text}" for c in group)
+        text = "\n".join(_line(c) for c in group)
         prompt = self.map_prompt.format(first=first, last=last, name=name, text=text, task=task)
         final = yield from self._quietly(prompt, self.notes_tokens, f"reading {part} (pages {first}–{last})")
-        if final.error and "context holds" in final.error and len(group) > 1:
+        if final.kind == "context" and len(group) > 1:
             half = len(group) // 2
             for piece in (group[:half], group[half:]):
                 error = yield from self._map(name, piece, task, part, notes)
@@ -97,30 +97,45 @@ class Summariser:
             if update.done:
                 final = update
             else:
-                yield Answer("", progress=progress, waiting=update.waiting)
+                yield Answer("", progress=progress, waiting=update.waiting, reading=update.reading)
         return final
 
     def _reduce(self, name: str, notes: list[str], task: str) -> Generator[Answer, None, None]:
-        budget = self.budget_chars()
-        round_ = 0
-        while sum(len(n) for n in notes) > budget and len(notes) > 1:  # merge in rounds until they fit
-            round_ += 1
-            merged: list[list[str]] = []
-            batch: list[str] = []
-            for note in notes:
-                if batch and sum(len(n) for n in batch) + len(note) > budget:
-                    merged.append(batch)
-                    batch = []
-                batch.append(note)
-            merged.append(batch)
-            notes = []
-            for j, part in enumerate(merged, start=1):
-                prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(part), task=task)
-                final = yield from self._quietly(prompt, self.notes_tokens, f"combining notes, round {round_}, {j}")
-                if final.error:
-                    yield final
-                    return
-                notes.append(final.text.strip())
+        try:
+            budget = self.budget_tokens(self.reduce_prompt, name=name, notes="", task=task)
+            round_ = 0  # merge the notes in rounds until they fit
+            while len(notes) > 1 and sum(counts := [n + 2 for n in self.engine.count_text(notes)]) > budget:
+                round_ += 1
+                merged, notes = [[notes[i] for i in batch] for batch in _packed(counts, budget)], []
+                for j, part in enumerate(merged, start=1):
+                    prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(part), task=task)
+                    final = yield from self._quietly(prompt, self.notes_tokens, f"combining notes, round {round_}, {j}")
+                    if final.error:
+                        yield final
+                        return
+                    notes.append(final.text.strip())
+        except EngineError as err:  # the engine could not count (it is not available)
+            yield Answer("", done=True, error=str(err), kind=err.kind)
+            return
         prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(notes), task=task)
         request = GenerationRequest(messages=(Message("user", prompt),), max_tokens=self.answer_tokens, temperature=0.2)
         yield from stream(self.engine, request, [], progress="writing the answer")
+
+
+def _line(chunk: StoredChunk) -> str:
+    return f"[p. {chunk.page}] {chunk.text}"
+
+
+def _packed(counts: list[int], budget: int) -> list[list[int]]:
+    """Indexes of consecutive pieces grouped so that each group's tokens (+1 per line break) stay within
+    `budget`; a piece larger than that goes alone."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i, tokens in enumerate(counts):
+        if current and size + tokens + 1 > budget:
+            groups.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += tokens + 1
+    return [*groups, current] if current else groups

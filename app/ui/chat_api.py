@@ -37,6 +37,7 @@ def register(chat: ChatService, *, updates_per_s: float) -> None:
             progress = {
                 "waiting": update.waiting,
                 "held": update.held,
+                "reading": update.reading,
                 "done": update.done,
                 "stats": update.stats.as_dict() if update.stats else None,
             }

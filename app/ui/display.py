@@ -76,10 +76,17 @@ def last_stats(history: list[StoredMessage]) -> str:
     return _note(last) or (stats_line(last.stats) if last.stats else "")
 
 
+def queue_line(*, waiting: int, held: str | None = None, reading: bool = False, what: str = "your question") -> str:
+    """Where an answer stands before its first word, as the engine said: 'waiting, position N' only while
+    someone is ahead (or a hold), 'reading …' once the model reads the prompt; '' otherwise."""
+    if waiting:
+        return f"⏳ waiting, position {waiting}" + (f" — {held}" if held else "")
+    return f"reading {what}…" if reading else ""
+
+
 def waiting_line(update: ChatUpdate) -> str:
-    if update.waiting:
-        held = f" — {update.held}" if update.held else ""
-        return f"⏳ waiting, position {update.waiting}{held}"
+    if update.waiting or update.reading:
+        return queue_line(waiting=update.waiting, held=update.held, reading=update.reading)
     if update.error:
         return f"⚠ {update.error}"
     if update.done and update.stats:
@@ -95,7 +102,7 @@ def throttle(updates: Iterator[ChatUpdate], per_s: float) -> Iterator[ChatUpdate
     for update in updates:
         pending = update
         now = time.monotonic()
-        if update.done or update.waiting or now - last >= gap:
+        if update.done or update.waiting or update.reading or now - last >= gap:
             last = now
             pending = None
             yield update

@@ -17,6 +17,7 @@ from app.knowledge.ingest import IngestProgress
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
 from app.knowledge.summary import Summariser
+from app.ui.display import queue_line
 from app.ui.rendering import literal, safe_markdown
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -210,10 +211,13 @@ def _source_choices(sources: list[Source]) -> list[tuple[str, int]]:
 
 def _answer_md(update: Answer) -> str:
     text = safe_markdown(update.text)
-    if update.waiting:
-        text = f"⏳ waiting, position {update.waiting}\n\n" + text
-    if update.progress and not update.done:
+    if update.waiting:  # someone is ahead: say so, and what comes when it is this answer's turn
+        after = f" — next: {update.progress}" if update.progress else ""
+        text = f"{queue_line(waiting=update.waiting)}{after}\n\n" + text
+    elif update.progress and not update.done:
         text = f"_{update.progress}…_\n\n" + text
+    elif update.reading:
+        text = f"_{queue_line(waiting=0, reading=True)}_\n\n" + text
     if update.error:
         text += f"\n\n⚠ {update.error}"
     if update.done and update.sources:
