@@ -27,6 +27,8 @@ from app.engine.meter import CacheUse
 from app.engine.slots import Answer, Batch, Sampler, Slot, common_prefix
 
 MIN_ROOM = 8  # tokens an answer needs at least after its prompt
+MAX_RUNS = 2  # runs of KV cells a sequence may take and still be copied out with f16 V (see _save)
+MAX_RUNS_FLAT = 256  # ... with a quantised cache (flash attention: V not transposed, a copy a run and layer)
 Prepare = Callable[[GenerationRequest], tuple[list[int], list[str]]]
 Emitted = list[tuple[int, Event]]
 
@@ -42,6 +44,7 @@ class Batcher:
         prompt_chunk: int,
         max_tokens: int,
         kv_cache_bytes: int = 0,
+        v_transposed: bool = True,
     ) -> None:
         self.llm = llm
         self.prepare = prepare  # request → (prompt tokens, stop strings)
@@ -53,6 +56,7 @@ class Batcher:
         self.memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
         n_swa = int(llama_cpp.llama_model_n_swa(llm._model.model))
         self.host = HostKvCache(llm._ctx.ctx, budget_bytes=kv_cache_bytes, n_swa=n_swa)
+        self.max_runs = MAX_RUNS if v_transposed else MAX_RUNS_FLAT
         self.last_refused = 0  # tokens the grammar refused in the last constrained answer
 
     def busy(self) -> bool:
@@ -80,6 +84,7 @@ class Batcher:
         budget = min(request.max_tokens, self.max_tokens, room)
         slot.answer = Answer(job_id=job_id, prompt=prompt, stops=stops, budget=budget, sampler=sampler, cached=cached,
                              want_logprobs=request.logprobs)
+        slot.read, slot.runs = len(prompt), slot.runs if cached >= MIN_SAVE else 1
         return CacheUse(cached, restored, self.host.bytes, len(self.host.entries))
 
     def _place(self, free: list[Slot], prompt: list[int]) -> tuple[Slot, int, bool]:
@@ -87,7 +92,7 @@ class Batcher:
         host memory (an entry there shares more with the prompt than any free slot does)."""
         slot = max(free, key=lambda s: self._worth(s, prompt))
         entry, from_host = self.host.best(prompt)
-        if entry is None or from_host <= self._held(slot, prompt):
+        if entry is None or not _real(from_host, prompt) or from_host <= self._held(slot, prompt):
             return slot, self._keep_prefix(slot, prompt), False
         target = min(free, key=lambda s: s.last_used)
         self.host.take(entry)
@@ -96,6 +101,7 @@ class Batcher:
         if not self.host.restore(entry, target.seq):
             return target, 0, False
         target.cache.extend(entry.tokens)
+        target.read, target.runs = len(entry.tokens), 1  # written back in one run
         kept = self._keep_prefix(target, prompt)
         return target, kept, kept > 0
 
@@ -104,8 +110,7 @@ class Batcher:
         long system prompt: 32 tokens or half the prompt, not a chat template's opening), then losing
         nothing (an empty slot), then the least recently used."""
         held = self._held(slot, prompt)
-        real = held >= MIN_SAVE or 2 * held >= len(prompt)
-        return (held if real else 0), held == len(slot.cache), -slot.last_used
+        return (held if _real(held, prompt) else 0), held == len(slot.cache), -slot.last_used
 
     def _held(self, slot: Slot, prompt: list[int]) -> int:
         """Prompt tokens whose KV the slot's sequence holds and can keep (one token is always fed, for logits)."""
@@ -125,8 +130,19 @@ class Batcher:
         return keep
 
     def _save(self, slot: Slot, *, keep: int) -> None:
-        if len(slot.cache) - keep >= MIN_SAVE:
-            self.host.save(slot.seq, slot.cache)
+        """Copy the prompt part of what the slot holds to host memory, if it is about to lose it.
+
+        Only the part read as a prompt, and only when it takes few runs of cells: llama.cpp copies a
+        sequence run by run and layer by layer (and f16 V, stored transposed, row by row), each copy an RPC
+        call to a card, so answers' tokens generated beside each other (one run per token) would cost
+        seconds; a conversation's next turn extends its prompt anyway and reads the answer again."""
+        read = min(slot.read, len(slot.cache))
+        if read - keep < MIN_SAVE or slot.runs > self.max_runs:
+            return
+        if read < len(slot.cache):
+            llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, read, -1)
+            del slot.cache[read:]
+        self.host.save(slot.seq, slot.cache)
 
     def cancel(self, job_id: int) -> None:
         for slot in self.slots:
@@ -142,6 +158,9 @@ class Batcher:
         active = self._fill()
         if not active:
             return out
+        if len(active) > 1:  # tokens of several answers in one step: none sits next to its previous cells
+            for slot in active:
+                slot.runs += 1
         code = llama_cpp.llama_decode(self.llm._ctx.ctx, self.batch.raw)
         if code != 0:
             return out + self._fail(active, code)
@@ -226,6 +245,11 @@ class Batcher:
                 slot.answer = None
         self.host.clear()
         self.batch.close()
+
+
+def _real(shared: int, prompt: list[int]) -> bool:
+    """A shared prefix worth a slot or a restore: 32 tokens or half the prompt, not a chat template's opening."""
+    return shared >= MIN_SAVE or 2 * shared >= len(prompt)
 
 
 Inbox = Callable[[bool], tuple[Any, ...] | None]  # block? → the next message, or None when none waits

@@ -130,7 +130,7 @@ class Engine:
         self._batcher = Batcher(
             self._llm, self._prompt_tokens, parallel=cfg.parallel, n_ctx=n_ctx,
             prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch - cfg.parallel), max_tokens=cfg.max_tokens_limit,
-            kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024,
+            kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024, v_transposed=cfg.kv_type == "f16",  # no flash attention
         )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)

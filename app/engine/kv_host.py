@@ -1,7 +1,8 @@
 """Sequences' KV state kept in host memory, so that a conversation whose slot was taken gets it back.
 
-When a slot is about to be reused for another prompt, the KV its sequence holds is copied out
-(`llama_state_seq_get_data`) into an entry keyed by its tokens; entries are dropped least recently used
+When a slot is about to be reused for another prompt, the KV its sequence holds (the part read as a
+prompt; the batcher decides when a copy is cheap enough) is copied out (`llama_state_seq_get_data`) into
+an entry keyed by its tokens; entries are dropped least recently used
 first to stay within `kv_cache_mb`. A prompt that shares a longer prefix with an entry than with any free
 slot has the entry copied back into a slot (`llama_state_seq_set_data`): only the rest is read.
 

@@ -135,6 +135,8 @@ class Slot:
     cache: list[int] = field(default_factory=list)  # the tokens whose KV this sequence holds
     answer: Answer | None = None
     last_used: float = 0.0
+    read: int = 0  # the first `read` tokens of `cache` were read as a prompt (not generated)
+    runs: int = 1  # runs of KV cells `cache` takes, at most (a step shared with other answers starts one)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
