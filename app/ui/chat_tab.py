@@ -36,9 +36,10 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             with gr.Accordion("This chat", open=False, elem_id="chat-manage"):
                 title = gr.Textbox(label="Title", elem_id="chat-title")
                 rename = gr.Button("Rename", elem_id="rename-chat")
-                with gr.Row():
-                    as_markdown = gr.DownloadButton("Export Markdown", elem_id="export-chat-md")
-                    as_json = gr.DownloadButton("Export JSON", elem_id="export-chat-json")
+                with gr.Row():  # written when asked for, not after every answer
+                    as_markdown = gr.Button("Export Markdown", size="sm", elem_id="export-chat-md")
+                    as_json = gr.Button("Export JSON", size="sm", elem_id="export-chat-json")
+                exported = gr.File(label="Export", visible=False, interactive=False, elem_id="chat-export")
                 delete = gr.Button("Delete chat…", elem_id="delete-chat")
                 really = gr.Button("Delete it for good", variant="stop", visible=False, elem_id="delete-chat-confirm")
         with gr.Column(scale=4, elem_id="chat-main"):
@@ -145,7 +146,10 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             ids, active = chat.versions(found.id, owner=owner)
             if active is not None:
                 chosen = ids[max(0, min(len(ids) - 1, ids.index(active) + step))]
-                chat.choose_version(found.id, chosen, owner=owner)
+                try:
+                    chat.choose_version(found.id, chosen, owner=owner)
+                except ValueError as err:
+                    raise gr.Error(str(err)) from err
         return shown(owner, cid, query)
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
@@ -174,15 +178,24 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             raise gr.Error(str(err)) from err
         return *shown(owner, None), gr.update(visible=False)
 
-    def on_export(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+    def on_export(cid: str | None, browser_id: str | None, as_json: bool, request: gr.Request) -> dict[str, Any]:
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         if found is None:
-            return None, None
-        return (_written(found, chat.export(found.id, owner=owner, as_json=False), ".md"),
-                _written(found, chat.export(found.id, owner=owner, as_json=True), ".json"))
+            raise gr.Error("There is no chat to export yet: send a message first.")
+        text = chat.export(found.id, owner=owner, as_json=as_json)
+        return gr.update(value=_written(found, text, ".json" if as_json else ".md"), visible=True)
+
+    def on_markdown(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
+        return on_export(cid, browser_id, False, request)
+
+    def on_json(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
+        return on_export(cid, browser_id, True, request)
 
     quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+    # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
+    # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
+    may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
     engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
                                     "api_visibility": "private"}
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
@@ -190,24 +203,21 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     after = [send, stop, picker, regenerate, title, versions, which]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
     sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
-    sent.then(settled, [conversation, browser, search], after, **quiet).then(
-        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    sent.then(settled, [conversation, browser, search], after, **quiet)
     again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
-    redone.then(settled, [conversation, browser, search], after, **quiet).then(
-        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    redone.then(settled, [conversation, browser, search], after, **quiet)
     edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
     edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
-    edited.then(settled, [conversation, browser, search], after, **quiet).then(
-        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    edited.then(settled, [conversation, browser, search], after, **quiet)
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(cid, browser_id, -1, query, request)
 
     def on_newer(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(cid, browser_id, 1, query, request)
 
-    older.click(on_older, [conversation, browser, search], view, **quiet)
-    newer.click(on_newer, [conversation, browser, search], view, **quiet)
+    older.click(on_older, [conversation, browser, search], view, **may_refuse)
+    newer.click(on_newer, [conversation, browser, search], view, **may_refuse)
     def on_stop(request: gr.Request) -> None:
         chat.stop(session_of(request))
 
@@ -217,10 +227,12 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
-    rename.click(on_rename, [conversation, title, browser, search], picker, **quiet)
+    rename.click(on_rename, [conversation, title, browser, search], picker, **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
-    really.click(on_delete, [conversation, browser], [*view, really], **quiet)
-    conversation.change(on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    really.click(on_delete, [conversation, browser], [*view, really], **may_refuse)
+    as_markdown.click(on_markdown, [conversation, browser], exported, **may_refuse)
+    as_json.click(on_json, [conversation, browser], exported, **may_refuse)
+    conversation.change(lambda: gr.update(value=None, visible=False), None, exported, **quiet)  # not another chat's
     drawer.click(lambda opened: (gr.update(elem_classes=[] if opened else ["q-open"]), not opened),
                  drawer_open, [listing, drawer_open], **quiet)
     return OnLoad(on_load, [browser, conversation], [browser, *view])

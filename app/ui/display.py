@@ -102,6 +102,10 @@ def throttle(updates: Iterator[ChatUpdate], per_s: float) -> Iterator[ChatUpdate
         yield pending
 
 
+# The header before a page's load has filled it in: no state at all rather than the boot-time one.
+BEFORE_LOAD = "<div class='q-header'><span class='q-message'>connecting…</span></div>"
+
+
 def header_html(status: dict[str, Any]) -> str:
     model = status.get("model") or {}
     name = html.escape(model.get("name") or "no model")
