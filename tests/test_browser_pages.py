@@ -212,7 +212,9 @@ def test_another_chat_picked_while_one_streams_stays_on_screen(browser: Any, app
     page.locator("#chat-input textarea").fill("Streaming chat: tell me a long story about the sea.")
     page.locator("#send").click()
     page.locator("#stop").wait_for(state="visible", timeout=10_000)
-    page.locator("#conversations label", has_text="Quiet chat: say yes.").click()
+    label = page.locator("#conversations label", has_text="Quiet chat: say yes.")
+    assert re.search(r"· \d{4}-\d{2}-\d{2}$", label.inner_text().strip()), label.inner_text()  # titles dated
+    label.click()
     page.locator("#chatbot [data-testid='user']").get_by_text("Quiet chat: say yes.").wait_for(timeout=20_000)
     page.wait_for_timeout(3_000)  # the other answer would have streamed into the view by now
     shown = page.locator("#chatbot").inner_text()
@@ -304,3 +306,19 @@ def test_read_it_all_can_be_stopped_and_a_document_indexed_again(
     finally:
         page.close()
         forget(appliance, doc_id)
+
+
+def test_the_trash_icon_starts_a_new_chat(browser: Any, appliance: Appliance) -> None:
+    """It only emptied the view, and the next message brought the whole history back."""
+    page = open_chat(browser, appliance.url, 1366, 768)
+    page.locator("#new-chat").click()
+    send(page, "Before the trash: say one.")
+    page.locator("#chatbot button[aria-label*='clear' i], #chatbot button[title*='clear' i]").first.click()
+    page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('Before the trash')",
+                           timeout=10_000)
+    answered(page, "After the trash: say two.")
+    texts = page.locator("#chatbot [data-testid='user']").all_inner_texts()
+    assert texts == ["After the trash: say two."], f"the cleared history came back: {texts}"
+    listing = page.locator("#conversations")
+    assert listing.get_by_text("Before the trash: say one.").count() == 1, "the cleared chat left the list"
+    page.close()

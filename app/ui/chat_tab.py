@@ -82,13 +82,26 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             return gr.update(visible=False), ""
         return gr.update(visible=True), f"answer {ids.index(active) + 1} of {len(ids)}"
 
+    # Which conversation each page shows: an answer draws on the page only while its conversation is shown
+    # (another one picked before its stream began, or between two of its updates, keeps the view).
+    on_screen: dict[str, str | None] = {}
+
+    def showing(request: gr.Request, view: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(on_screen) > 4096:  # pages long closed
+            on_screen.pop(next(iter(on_screen)))
+        on_screen[session_of(request)] = view[2]
+        return view
+
     def on_load(browser_id: str | None, cid: str | None, request: gr.Request) -> tuple[Any, ...]:
         browser_id = browser_id or secrets.token_urlsafe(18)
-        return browser_id, *shown(owner_of(request, browser_id), cid)
+        return browser_id, *showing(request, shown(owner_of(request, browser_id), cid))
 
-    def stream(updates: Iterator[ChatUpdate], cid: str, owner: str) -> Iterator[tuple[Any, ...]]:
+    def stream(updates: Iterator[ChatUpdate], cid: str, owner: str, page: str) -> Iterator[tuple[Any, ...]]:
         history = chat.history(cid, owner=owner)
         for update in display.throttle(updates, updates_per_s):
+            if on_screen.get(page, cid) != cid:  # another conversation is shown: this stream ends (kept, stopped)
+                getattr(updates, "close", lambda: None)()
+                return
             if update.done:
                 history = chat.history(cid, owner=owner)
             yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update()
@@ -97,14 +110,20 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 request: gr.Request) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise gr.Error("Type a message first.")
-        owner = owner_of(request, browser_id)
+        owner, page = owner_of(request, browser_id), session_of(request)
+        before = _owned_id(chat, cid, owner)
         try:
-            cid = chat.open(_owned_id(chat, cid, owner), owner=owner, system_prompt=prompt)
-            updates = chat.send(cid, text, owner=owner, session=session_of(request))
+            cid = chat.open(before, owner=owner, system_prompt=prompt)
+            updates = chat.send(cid, text, owner=owner, session=page)
         except ValueError as err:
             raise gr.Error(str(err)) from err
+        if on_screen.get(page, before) != before:  # another conversation was picked meanwhile
+            yield gr.skip(), gr.skip(), gr.skip(), ""
+            getattr(updates, "close", lambda: None)()
+            return
+        on_screen[page] = cid
         yield display.bubbles(chat.history(cid, owner=owner)), "", cid, ""
-        yield from stream(updates, cid, owner)
+        yield from stream(updates, cid, owner, page)
 
     def on_regenerate(cid: str | None, browser_id: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
         owner = owner_of(request, browser_id)
@@ -112,7 +131,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             updates = chat.regenerate(cid or "", owner=owner, session=session_of(request))
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        yield from stream(updates, cid or "", owner)
+        yield from stream(updates, cid or "", owner, session_of(request))
 
     def busy(streaming: bool) -> tuple[Any, ...]:
         return gr.update(visible=not streaming), gr.update(visible=streaming)
@@ -136,7 +155,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        yield from stream(updates, found.id, owner)
+        yield from stream(updates, found.id, owner, session_of(request))
 
     def on_version(cid: str | None, browser_id: str | None, step: int, query: str,
                    request: gr.Request) -> tuple[Any, ...]:
@@ -150,13 +169,13 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                     chat.choose_version(found.id, chosen, owner=owner)
                 except ValueError as err:
                     raise gr.Error(str(err)) from err
-        return shown(owner, cid, query)
+        return showing(request, shown(owner, cid, query))
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *shown(owner_of(request, browser_id), cid, query), gr.update(elem_classes=[]), False
+        return *showing(request, shown(owner_of(request, browser_id), cid, query)), gr.update(elem_classes=[]), False
 
     def on_new(browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *shown(owner_of(request, browser_id), None, query), gr.update(elem_classes=[]), False
+        return *showing(request, shown(owner_of(request, browser_id), None, query)), gr.update(elem_classes=[]), False
 
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(owner_of(request, browser_id), cid, query)
@@ -176,7 +195,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             chat.delete(cid or "", owner=owner)
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        return *shown(owner, None), gr.update(visible=False)
+        return *showing(request, shown(owner, None)), gr.update(visible=False)
 
     def on_export(cid: str | None, browser_id: str | None, as_json: bool, request: gr.Request) -> dict[str, Any]:
         owner = owner_of(request, browser_id)
@@ -226,6 +245,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     running = [sent, redone, edited]
     picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
+    # the transcript's trash icon starts a new chat too (it only emptied the view: the next message brought
+    # the whole history back); the cleared one stays in the list
+    bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], picker, **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
