@@ -51,8 +51,9 @@
   }
 
   function highlight(element) {
-    document.querySelectorAll(".q-cite-target").forEach((e) => e.classList.remove("q-cite-target"));
-    element.classList.add("q-cite-target");
+    // an attribute, not a class: Gradio sets a block's classes again when it renders it
+    document.querySelectorAll("[data-cited]").forEach((e) => e.removeAttribute("data-cited"));
+    element.setAttribute("data-cited", "");
     element.scrollIntoView({ behavior: "smooth", block: "center" });
   }
 
