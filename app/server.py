@@ -68,12 +68,18 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     for sub in ("/kiosk", "/admin"):  # the pages live at /kiosk/ and /admin/: a link without the slash works too
         api.add_api_route(sub, _redirect_to(sub + "/"), include_in_schema=False)
 
-    reconnect = (ASSETS / "kiosk.js").read_text(encoding="utf-8")
+    reconnect = _scripts("kiosk.js")
     css = [ASSETS / "quartet.css"]
     _mount(api, ctx, kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
     _mount(api, ctx, admin_page.build(ctx.admin, ctx.status), "/admin", footer_links=[], css_paths=css)
-    _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=reconnect)
+    _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
     return api
+
+
+def _scripts(*names: str) -> str:
+    """The page's `js`: the named assets/ scripts (each a function of no arguments), run in turn at load."""
+    each = ", ".join(f"({(ASSETS / name).read_text(encoding='utf-8').strip()})" for name in names)
+    return f"() => {{ [{each}].forEach((run) => run()); }}"
 
 
 def _mount(

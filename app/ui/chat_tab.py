@@ -36,9 +36,10 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             with gr.Accordion("This chat", open=False, elem_id="chat-manage"):
                 title = gr.Textbox(label="Title", elem_id="chat-title")
                 rename = gr.Button("Rename", elem_id="rename-chat")
-                with gr.Row():
-                    as_markdown = gr.DownloadButton("Export Markdown", elem_id="export-chat-md")
-                    as_json = gr.DownloadButton("Export JSON", elem_id="export-chat-json")
+                with gr.Row():  # written when asked for, not after every answer
+                    as_markdown = gr.Button("Export Markdown", size="sm", elem_id="export-chat-md")
+                    as_json = gr.Button("Export JSON", size="sm", elem_id="export-chat-json")
+                exported = gr.File(label="Export", visible=False, interactive=False, elem_id="chat-export")
                 delete = gr.Button("Delete chat…", elem_id="delete-chat")
                 really = gr.Button("Delete it for good", variant="stop", visible=False, elem_id="delete-chat-confirm")
         with gr.Column(scale=4, elem_id="chat-main"):
@@ -81,13 +82,26 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             return gr.update(visible=False), ""
         return gr.update(visible=True), f"answer {ids.index(active) + 1} of {len(ids)}"
 
+    # Which conversation each page shows: an answer draws on the page only while its conversation is shown
+    # (another one picked before its stream began, or between two of its updates, keeps the view).
+    on_screen: dict[str, str | None] = {}
+
+    def showing(request: gr.Request, view: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(on_screen) > 4096:  # pages long closed
+            on_screen.pop(next(iter(on_screen)))
+        on_screen[session_of(request)] = view[2]
+        return view
+
     def on_load(browser_id: str | None, cid: str | None, request: gr.Request) -> tuple[Any, ...]:
         browser_id = browser_id or secrets.token_urlsafe(18)
-        return browser_id, *shown(owner_of(request, browser_id), cid)
+        return browser_id, *showing(request, shown(owner_of(request, browser_id), cid))
 
-    def stream(updates: Iterator[ChatUpdate], cid: str, owner: str) -> Iterator[tuple[Any, ...]]:
+    def stream(updates: Iterator[ChatUpdate], cid: str, owner: str, page: str) -> Iterator[tuple[Any, ...]]:
         history = chat.history(cid, owner=owner)
         for update in display.throttle(updates, updates_per_s):
+            if on_screen.get(page, cid) != cid:  # another conversation is shown: this stream ends (kept, stopped)
+                getattr(updates, "close", lambda: None)()
+                return
             if update.done:
                 history = chat.history(cid, owner=owner)
             yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update()
@@ -96,14 +110,20 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 request: gr.Request) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise gr.Error("Type a message first.")
-        owner = owner_of(request, browser_id)
+        owner, page = owner_of(request, browser_id), session_of(request)
+        before = _owned_id(chat, cid, owner)
         try:
-            cid = chat.open(_owned_id(chat, cid, owner), owner=owner, system_prompt=prompt)
-            updates = chat.send(cid, text, owner=owner, session=session_of(request))
+            cid = chat.open(before, owner=owner, system_prompt=prompt)
+            updates = chat.send(cid, text, owner=owner, session=page)
         except ValueError as err:
             raise gr.Error(str(err)) from err
+        if on_screen.get(page, before) != before:  # another conversation was picked meanwhile
+            yield gr.skip(), gr.skip(), gr.skip(), ""
+            getattr(updates, "close", lambda: None)()
+            return
+        on_screen[page] = cid
         yield display.bubbles(chat.history(cid, owner=owner)), "", cid, ""
-        yield from stream(updates, cid, owner)
+        yield from stream(updates, cid, owner, page)
 
     def on_regenerate(cid: str | None, browser_id: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
         owner = owner_of(request, browser_id)
@@ -111,7 +131,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             updates = chat.regenerate(cid or "", owner=owner, session=session_of(request))
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        yield from stream(updates, cid or "", owner)
+        yield from stream(updates, cid or "", owner, session_of(request))
 
     def busy(streaming: bool) -> tuple[Any, ...]:
         return gr.update(visible=not streaming), gr.update(visible=streaming)
@@ -135,7 +155,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        yield from stream(updates, found.id, owner)
+        yield from stream(updates, found.id, owner, session_of(request))
 
     def on_version(cid: str | None, browser_id: str | None, step: int, query: str,
                    request: gr.Request) -> tuple[Any, ...]:
@@ -145,14 +165,17 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             ids, active = chat.versions(found.id, owner=owner)
             if active is not None:
                 chosen = ids[max(0, min(len(ids) - 1, ids.index(active) + step))]
-                chat.choose_version(found.id, chosen, owner=owner)
-        return shown(owner, cid, query)
+                try:
+                    chat.choose_version(found.id, chosen, owner=owner)
+                except ValueError as err:
+                    raise gr.Error(str(err)) from err
+        return showing(request, shown(owner, cid, query))
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *shown(owner_of(request, browser_id), cid, query), gr.update(elem_classes=[]), False
+        return *showing(request, shown(owner_of(request, browser_id), cid, query)), gr.update(elem_classes=[]), False
 
     def on_new(browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *shown(owner_of(request, browser_id), None, query), gr.update(elem_classes=[]), False
+        return *showing(request, shown(owner_of(request, browser_id), None, query)), gr.update(elem_classes=[]), False
 
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(owner_of(request, browser_id), cid, query)
@@ -172,17 +195,26 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             chat.delete(cid or "", owner=owner)
         except ValueError as err:
             raise gr.Error(str(err)) from err
-        return *shown(owner, None), gr.update(visible=False)
+        return *showing(request, shown(owner, None)), gr.update(visible=False)
 
-    def on_export(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+    def on_export(cid: str | None, browser_id: str | None, as_json: bool, request: gr.Request) -> dict[str, Any]:
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         if found is None:
-            return None, None
-        return (_written(found, chat.export(found.id, owner=owner, as_json=False), ".md"),
-                _written(found, chat.export(found.id, owner=owner, as_json=True), ".json"))
+            raise gr.Error("There is no chat to export yet: send a message first.")
+        text = chat.export(found.id, owner=owner, as_json=as_json)
+        return gr.update(value=_written(found, text, ".json" if as_json else ".md"), visible=True)
+
+    def on_markdown(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
+        return on_export(cid, browser_id, False, request)
+
+    def on_json(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
+        return on_export(cid, browser_id, True, request)
 
     quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+    # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
+    # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
+    may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
     engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
                                     "api_visibility": "private"}
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
@@ -190,24 +222,21 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     after = [send, stop, picker, regenerate, title, versions, which]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
     sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
-    sent.then(settled, [conversation, browser, search], after, **quiet).then(
-        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    sent.then(settled, [conversation, browser, search], after, **quiet)
     again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
-    redone.then(settled, [conversation, browser, search], after, **quiet).then(
-        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    redone.then(settled, [conversation, browser, search], after, **quiet)
     edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
     edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
-    edited.then(settled, [conversation, browser, search], after, **quiet).then(
-        on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    edited.then(settled, [conversation, browser, search], after, **quiet)
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(cid, browser_id, -1, query, request)
 
     def on_newer(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(cid, browser_id, 1, query, request)
 
-    older.click(on_older, [conversation, browser, search], view, **quiet)
-    newer.click(on_newer, [conversation, browser, search], view, **quiet)
+    older.click(on_older, [conversation, browser, search], view, **may_refuse)
+    newer.click(on_newer, [conversation, browser, search], view, **may_refuse)
     def on_stop(request: gr.Request) -> None:
         chat.stop(session_of(request))
 
@@ -216,11 +245,16 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     running = [sent, redone, edited]
     picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
+    # the transcript's trash icon starts a new chat too (it only emptied the view: the next message brought
+    # the whole history back); the cleared one stays in the list
+    bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
-    rename.click(on_rename, [conversation, title, browser, search], picker, **quiet)
+    rename.click(on_rename, [conversation, title, browser, search], picker, **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
-    really.click(on_delete, [conversation, browser], [*view, really], **quiet)
-    conversation.change(on_export, [conversation, browser], [as_markdown, as_json], **quiet)
+    really.click(on_delete, [conversation, browser], [*view, really], **may_refuse)
+    as_markdown.click(on_markdown, [conversation, browser], exported, **may_refuse)
+    as_json.click(on_json, [conversation, browser], exported, **may_refuse)
+    conversation.change(lambda: gr.update(value=None, visible=False), None, exported, **quiet)  # not another chat's
     drawer.click(lambda opened: (gr.update(elem_classes=[] if opened else ["q-open"]), not opened),
                  drawer_open, [listing, drawer_open], **quiet)
     return OnLoad(on_load, [browser, conversation], [browser, *view])

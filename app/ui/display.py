@@ -110,6 +110,10 @@ def throttle(updates: Iterator[ChatUpdate], per_s: float) -> Iterator[ChatUpdate
         yield pending
 
 
+# The header before a page's load has filled it in: no state at all rather than the boot-time one.
+BEFORE_LOAD = "<div class='q-header'><span class='q-message'>connecting…</span></div>"
+
+
 def header_html(status: ApplianceStatus) -> str:
     name = html.escape(status.model.name if status.model else "no model")
     state = html.escape(status.state)

@@ -17,11 +17,12 @@ from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> None:
     def documents() -> list[dict[str, Any]]:
         """Every document in the knowledge base with its status, pages, chunks, any error, and any note
-        (pages without text; "Indexed in part: …" for a document longer than the limits)."""
+        (pages without text; "Indexed in part: …" for a document longer than the limits), and when it was
+        last indexed."""
         return [
             {"id": d.id, "name": d.name, "collection": d.collection, "status": d.status, "pages": d.pages_total,
              "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error,
-             "note": d.note}
+             "note": d.note, "indexed_at": d.indexed_at}
             for d in kb.documents()
         ]
 

@@ -17,19 +17,23 @@ from app.knowledge.ingest import IngestProgress
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
 from app.knowledge.summary import Summariser
+from app.knowledge.uploads import UploadError
 from app.ui.display import queue_line
 from app.ui.rendering import literal, safe_markdown
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
-_COLUMNS = ["Document", "Folder", "Status", "Pages", "Passages", "Note"]
-_WIDTHS: list[str | int] = ["26%", "10%", "14%", "9%", "9%", "32%"]
+# What a person reads first comes first (the note says why a file is not indexed); the short columns are as
+# wide as their headers ("Passages" in a 9 % column broke as "Pas/sag/es") and scroll in view when needed.
+_COLUMNS = ["Document", "Status", "Note", "Pages", "Passages", "Folder"]
+_WIDTHS: list[str | int] = ["30%", "118px", "40%", "70px", "92px", "80px"]
 _EVERY_S = 2.0
 _STATUS = {"ok": "✅ indexed", "error": "⚠ not indexed", "duplicate": "⧉ duplicate", "indexing": "⏳ indexing",
            "queued": "⏳ queued"}
 
 
-def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> gr.Timer:
-    """Returns the tab's timer (the library refreshes only while the tab is shown)."""
+def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, max_upload_bytes: int) -> gr.Timer:
+    """Returns the tab's timer (the library refreshes only while the tab is shown). `max_upload_bytes` is
+    the page's upload limit: a larger file in a drop is refused by name, the others go on (assets/quartet.js)."""
     uploads = gr.State([])  # this page's uploads: (file name, name saved as or None, reason refused)
     found = gr.State([])
     with gr.Row(equal_height=False):
@@ -53,6 +57,11 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> g
         with gr.Column(scale=2, min_width=320):
             drop = gr.File(label="Drop files here (PDF, TXT, MD, HTML, DOCX, CSV)", file_count="multiple",
                            elem_id="upload")
+            gr.HTML(f"<div class='q-note' data-max-bytes='{max_upload_bytes}'>Up to {max_upload_bytes / 2**20:.0f} MB "
+                    "a file.</div>", elem_id="upload-limit")
+            # the page's script names here the files it kept out of a drop for their size (no upload at all
+            # would happen otherwise: the browser refuses a whole batch for one file over the limit)
+            too_large = gr.Textbox(elem_id="upload-too-large", elem_classes=["q-hidden"], show_label=False)
             outcome = gr.Markdown(elem_id="upload-status")
             report = gr.JSON(visible=False)  # what the `ingest` endpoint returns: one entry per file
             progress = gr.Markdown(elem_id="ingest-progress")
@@ -81,16 +90,27 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> g
 
     def on_upload(files: list[str] | None, sent: list[list[Any]]) -> tuple[Any, ...]:
         now = []
-        for name in files or []:
+        for name in files or []:  # each file gets its line, whatever became of the others
             try:
                 saved = kb.upload(Path(name).name, Path(name))  # Gradio took it only from its upload folder
                 now.append([Path(name).name, saved.name, None])
-            except ValueError as err:
+            except (UploadError, ValueError) as err:
                 now.append([Path(name).name, None, str(err)])
+            except OSError as err:
+                now.append([Path(name).name, None, f"it could not be saved ({err.strerror or err}); try again"])
         results = [{"file": f, "saved_as": saved, "status": "queued"} if saved else
                    {"file": f, "status": "refused", "reason": why} for f, saved, why in now]
         sent = now + sent[:20]
         return results, sent, *listing(sent)
+
+    def on_too_large(names: str, sent: list[list[Any]]) -> tuple[Any, ...]:
+        if not _names(names):  # the box emptied again below
+            return gr.skip(), gr.skip(), *[gr.skip() for _ in lists]
+        limit = f"{max_upload_bytes / 2**20:.0f} MB"
+        now = [[name, None, f"{name} is larger than {limit}, the limit for one file; it was not saved."]
+               for name in _names(names)]
+        sent = now + sent[:20]
+        return "", sent, *listing(sent)
 
     def on_unlock(doc_id: int | None, password: str, sent: list[list[Any]]) -> tuple[Any, ...]:
         if doc_id is None or not password:
@@ -104,7 +124,10 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> g
     def on_reindex(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
         if doc_id is None:
             raise gr.Error("Choose a document first.")
-        kb.reindex(doc_id)
+        try:
+            kb.reindex(doc_id)
+        except (KeyError, ValueError) as err:
+            raise gr.Error(f"It cannot be indexed again: {err}") from err
         return listing(sent)
 
     def on_delete(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
@@ -138,28 +161,37 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -> g
             raise gr.Error(str(err)) from err
 
     quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+    # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
+    # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
+    may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
     engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
                                     "api_visibility": "private"}
     lists = [table, progress, outcome, scope, whole, locked, chosen]
     drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest")
-    unlock.click(on_unlock, [locked, secret, uploads], [secret, *lists], **quiet)
+    too_large.change(on_too_large, [too_large, uploads], [too_large, uploads, *lists], **may_refuse)
+    unlock.click(on_unlock, [locked, secret, uploads], [secret, *lists], **may_refuse)
     asked = gr.on([ask.click, question.submit], on_ask, [question, scope], [answer, picked, found], **engine_bound)
     stop_ask.click(None, None, None, cancels=[asked], **quiet)  # the answer's ticket is cancelled as it closes
     picked.change(on_pick, [picked, found], page, **quiet)
     read = run.click(on_whole, [whole, whole_q], summary, **engine_bound)
     stop_run.click(None, None, None, cancels=[read], **quiet)
-    reindex.click(on_reindex, [chosen, uploads], lists, **quiet)
+    reindex.click(on_reindex, [chosen, uploads], lists, **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
-    really.click(on_delete, [chosen, uploads], [really, *lists], **quiet)
-    clear.click(on_clear, uploads, lists, **quiet)
+    really.click(on_delete, [chosen, uploads], [really, *lists], **may_refuse)
+    clear.click(on_clear, uploads, lists, **may_refuse)
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(listing, uploads, lists, **quiet)
     return timer
 
 
+def _names(text: str) -> list[str]:
+    """The file names the page's script sent, one a line."""
+    return [line.strip() for line in (text or "").splitlines() if line.strip()][:50]
+
+
 def _table(docs: list[DocumentInfo]) -> pd.DataFrame:
-    rows = [[d.name, d.collection or "", _STATUS.get(d.status, d.status), f"{d.pages_done}/{d.pages_total}",
-             d.chunk_count, d.error or d.note or ""] for d in docs]
+    rows = [[d.name, _STATUS.get(d.status, d.status), d.error or d.note or "", f"{d.pages_done}/{d.pages_total}",
+             d.chunk_count, d.collection or ""] for d in docs]
     return pd.DataFrame(rows, columns=_COLUMNS)
 
 
@@ -234,5 +266,6 @@ def _page_html(source: Source, full: str) -> str:
     if not passage.strip():  # offsets unknown: show the snippet itself highlighted
         before, passage, after = "", source.text, ""
     body = f"{html.escape(before)}<mark>{html.escape(passage)}</mark>{html.escape(after)}"
-    return (f"<div class='q-page'><div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
+    return (f"<div class='q-page' data-source='{source.number}'>"
+            f"<div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
             f"<div class='q-page-text'>{body}</div></div>")

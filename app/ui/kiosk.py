@@ -13,8 +13,9 @@ _EVERY_S = 2.0
 
 def build(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Quartet", analytics_enabled=False) as page:
-        strip = gr.HTML(panels.card_strip(ctx.status(), compact=True), elem_id="kiosk-cards")
-        header = gr.HTML(display.header_html(ctx.status()), elem_id="q-header")
+        # both filled by the page's load: what the page was built with is the boot state
+        strip = gr.HTML("", elem_id="kiosk-cards")
+        header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
         load = chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
                               updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-kiosk")
         timer = gr.Timer(_EVERY_S)

@@ -23,13 +23,15 @@ _HEADER_EVERY_S = 2.0
 
 def build(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Quartet", analytics_enabled=False) as page:
-        header = gr.HTML(display.header_html(ctx.status()), elem_id="q-header")
+        # empty until the page's load fills it: what the page was built with is the boot state ("loading")
+        header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
         with gr.Tabs():
             with gr.Tab("Chat", id="chat") as chat:
                 loads = [chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
                                         updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-browser")]
             with gr.Tab("Documents", id="documents") as documents:
-                documents_timer = documents_tab.build(ctx.knowledge, ctx.answerer, ctx.summariser)
+                documents_timer = documents_tab.build(ctx.knowledge, ctx.answerer, ctx.summariser,
+                                                      max_upload_bytes=ctx.settings.max_upload_mb * 2**20)
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
