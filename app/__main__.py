@@ -11,7 +11,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.admin import AdminService
 from app.chat.service import ChatService
@@ -28,9 +30,13 @@ from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
+from app.lifecycle import start_all
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = logging.getLogger("quartet")
 PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts"
@@ -126,11 +132,13 @@ def main() -> int:
         print(refusal, file=sys.stderr, flush=True)
         return 2
     ctx = build_context(settings)
-    ctx.cards.start()
-    ctx.engine.start()
-    ctx.knowledge.start()
-    ctx.extraction.start()
-    server = make_server(ctx)
+    with ExitStack() as running:
+        start_all(running, ctx.background())  # stopped in reverse order however serve() ends
+        return serve(ctx, make_server(ctx), settings)
+
+
+def serve(ctx: AppContext, server: uvicorn.Server, settings: Settings) -> int:
+    """The web app until a signal or its end; the engine's readiness is printed once known."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -140,7 +148,6 @@ def main() -> int:
         time.sleep(0.05)
     if not server.started:
         log.error("the web app could not listen on %s:%s", settings.host, settings.port)
-        ctx.engine.stop()
         return 1
     url = f"http://{settings.host}:{settings.port}"
     if _engine_ready(ctx, stop):
@@ -151,10 +158,6 @@ def main() -> int:
         pass
     server.should_exit = True
     thread.join(timeout=5)
-    ctx.extraction.stop()
-    ctx.knowledge.stop()
-    ctx.engine.stop()
-    ctx.cards.stop()
     return 0
 
 

@@ -66,7 +66,8 @@ class EngineService:
         self.supervisor.start()
         threading.Thread(target=self._dispatch, name="engine-dispatch", daemon=True).start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and close the backend (its own joins bound the wait: a worker gets 3 s, then is killed)."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()

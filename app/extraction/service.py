@@ -56,8 +56,13 @@ class ExtractionService:
         self._thread = threading.Thread(target=self._work, name="extraction", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the worker after the part it is on (a run cut short is marked at the next start)."""
+        with self._lock:
+            self._stopped.update(self._live)
         self._jobs.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     # -- what to extract, from what --------------------------------------------------------
 

@@ -61,10 +61,10 @@ class KnowledgeService:
         elif self.kb_dir is not None:
             self.rescan()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self._watcher is not None:
-            self._watcher.stop()
-        self._queue.stop()
+            self._watcher.stop(timeout)
+        self._queue.stop(timeout)
         self._indexer.close()
         pool, self._search_pool = self._search_pool, None
         if pool is not None:
