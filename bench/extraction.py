@@ -147,6 +147,7 @@ def worker(spec: dict[str, Any]) -> int:
     sys.path.insert(0, str(ROOT))
     from dataclasses import replace
 
+    from app.engine import batcher
     from app.engine import engine as engine_mod
     from app.engine.engine_config import EngineConfig
     from app.engine.lifecycle import die_with_parent
@@ -161,7 +162,7 @@ def worker(spec: dict[str, Any]) -> int:
     llm = engine._llm
     assert llm is not None
     timer = Timer()
-    engine_mod.grammar_for = timer.wrap("grammar", engine_mod.grammar_for)  # type: ignore[assignment]
+    batcher.grammar_for = timer.wrap("grammar", batcher.grammar_for)  # the batcher builds each grammar
     llm.sample = timer.wrap("sample", llm.sample)  # type: ignore[method-assign]
     llm.eval = timer.wrap("forward", llm.eval, when=lambda: timer.calls.get("sample", 0) > 0)  # type: ignore[method-assign]
     request = extraction_request(spec["max_tokens"], spec.get("case", "invoice"))

@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from concurrency import client, start_app  # bench/concurrency.py
+
 from app.settings import Settings
-from bench.concurrency import client, start_app
 from launcher.cluster import CardProcesses
 
 # name → (settings, what it shows)

@@ -68,7 +68,8 @@ def invoice() -> Known:
     """Six line items: four on page 1, two on page 2, then the totals."""
     widths = [3, 34, 5, 10, 10]
     header = [_line(["Pos", "Description", "Qty", "Unit price", "Amount"], widths)]
-    rows, lines = [], []
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
     for pos, (text, qty, price) in enumerate(INVOICE_ITEMS, start=1):
         amount = round(qty * price, 2)
         rows.append({"description": text, "quantity": qty, "unit_price": price, "amount": amount})
@@ -117,7 +118,8 @@ CHINESE_ITEMS = [("服务器机柜", 2, 4800.00), ("千兆交换机", 4, 1250.00
 
 def chinese_invoice() -> Known:
     """A Chinese invoice (text): three line items."""
-    rows, lines = [], []
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
     for name, qty, price in CHINESE_ITEMS:
         amount = round(qty * price, 2)
         rows.append({"description": name, "quantity": qty, "unit_price": price, "amount": amount})

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.harness import API_KEY, Appliance, get_json, metric, wait_until
 
@@ -49,15 +50,22 @@ def api(appliance: Appliance) -> openai.OpenAI:
 
 
 def stream(
-    appliance: Appliance, prompt: str | list[dict[str, str]], run: Run, *, max_tokens: int, leave_after: int = 0
+    appliance: Appliance,
+    prompt: str | list[ChatCompletionMessageParam],
+    run: Run,
+    *,
+    max_tokens: int,
+    leave_after: int = 0,
 ) -> None:
     """One streaming client (a prompt, or a whole conversation); with `leave_after`, it closes the connection
     after that many pieces. `run.started` is when it asked, `run.cached` the prompt tokens a slot held."""
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    messages: list[ChatCompletionMessageParam] = (
+        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    )
     run.started = time.monotonic()
     try:
         response = api(appliance).chat.completions.create(
-            model="m", messages=messages, max_tokens=max_tokens, temperature=0,  # type: ignore[arg-type]
+            model="m", messages=messages, max_tokens=max_tokens, temperature=0,
             stream=True, stream_options={"include_usage": True},
         )
         for chunk in response:
@@ -192,7 +200,7 @@ def test_a_card_killed_while_four_answers_run_fails_all_four_naming_it(appliance
 
 
 
-def report(lines: int) -> list[dict[str, str]]:
+def report(lines: int) -> list[ChatCompletionMessageParam]:
     """A conversation whose history is a long shift report (60 lines: about 1,500 tokens)."""
     log = "".join(f"Shift {i}: pump {i % 7} in hall {i % 3} ran at {61 + i % 17} degrees; valve {i % 5} checked.\n"
                   for i in range(lines))

@@ -101,7 +101,7 @@ def test_cancel_during_prompt_processing_frees_the_engine_fast(engine: object) -
 
 
 def test_cancel_during_decoding(engine: object) -> None:
-    seen = []
+    seen: list[Token] = []
 
     def cancelled() -> bool:
         return len(seen) >= 3

@@ -214,6 +214,7 @@ def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(servi
     for thread in threads:
         thread.join(timeout=300)
     assert isinstance(chatted.end, Done) and all(isinstance(r.end, Done) for r in results)
+    assert isinstance(alone.end, Done), alone.end
     first_part = min(results, key=lambda r: r.first_at or float("inf"))
     assert chatted.first_at is not None and first_part.first_at is not None and first_part.first_at < asked
     passed = [t for t in first_part.times if asked < t < chatted.first_at]  # steps of the batch it waited

@@ -35,8 +35,8 @@ def test_a_pdf_is_uploaded_and_extracted_in_one_call(appliance: Appliance, tmp_p
     assert result["document"] == made.name
     jsonschema.validate(result["record"], INVOICE)
     assert result["record"], "the demo model found nothing in a plain invoice"
-    pages = {field["page"] for field in result["fields"].values()}
-    assert pages <= {1, 2}, f"fields cite pages the invoice does not have: {pages}"
+    cited = {field["page"] for field in result["fields"].values()}
+    assert cited <= {1, 2}, f"fields cite pages the invoice does not have: {cited}"
     documents = {d["name"]: d for d in client.predict(api_name="/documents")}
     assert documents[made.name]["status"] == "ok" and documents[made.name]["pages"] == 2, "ingested as any upload"
     assert (appliance.data_dir.parent / "kb" / made.name).is_file(), "saved into kb/ like a Documents upload"

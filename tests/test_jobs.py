@@ -40,7 +40,7 @@ def test_an_unexpected_error_ends_the_job_with_words_for_people() -> None:
 
 def test_a_failure_that_cannot_be_worded_still_ends_the_job() -> None:
     jobs = Jobs()
-    job = ended(jobs, jobs.start("switch", missing_text, failed=lambda err: {}["text"]))
+    job = ended(jobs, jobs.start("switch", missing_text, failed=lambda err: dict[str, str]()["text"]))
     assert job.state == "failed" and job.text == "⚠ switch failed unexpectedly: KeyError: 'text'"
 
 

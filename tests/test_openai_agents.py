@@ -31,7 +31,7 @@ set_tracing_disabled(True)  # the SDK would otherwise send traces to OpenAI
 
 
 class _AnswerAfterOneCall(RunHooks[Any]):
-    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Any, result: str) -> None:
+    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Any, result: object) -> None:
         agent.model_settings = dataclasses.replace(agent.model_settings, tool_choice="none")
 
 

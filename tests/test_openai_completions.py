@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
 from app.api.tools import Words
 from tests.harness import API_KEY, Appliance
@@ -16,7 +17,7 @@ from tests.harness import API_KEY, Appliance
 # The chat template of the demo model (Gemma 3) written out by hand: sent to /v1/completions, it must
 # give the same tokens (BOS added, special tokens read as such) and so the same answer as chat does.
 GEMMA_TURN = "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n"
-WEATHER = {"type": "function", "function": {
+WEATHER: ChatCompletionFunctionToolParam = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather now in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
@@ -82,7 +83,7 @@ def test_stop_ends_a_completion(api: openai.OpenAI) -> None:
 
 
 def test_chat_logprobs_are_the_models_own_streamed_or_not(api: openai.OpenAI) -> None:
-    ask = [{"role": "user", "content": "Write one sentence about rain."}]
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write one sentence about rain."}]
     reply = twice(api.chat.completions.create, model=model(api), messages=ask, max_tokens=16, temperature=0,
                   logprobs=True, top_logprobs=3)
     choice = reply.choices[0]
@@ -117,7 +118,7 @@ def test_completion_logprobs_in_the_legacy_shape(api: openai.OpenAI) -> None:
 
 
 def test_a_streamed_answer_in_words_under_auto_arrives_in_pieces(api: openai.OpenAI) -> None:
-    ask = [{"role": "user", "content": "Write a short poem about the sea."}]
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write a short poem about the sea."}]
     whole = twice(api.chat.completions.create, model=model(api), messages=ask, tools=[WEATHER], max_tokens=48,
                   temperature=0)
     assert whole.choices[0].message.tool_calls is None and whole.choices[0].message.content  # words, at temp 0
@@ -142,7 +143,7 @@ def test_what_the_completions_api_cannot_honour_is_refused_by_name(api: openai.O
         with pytest.raises(openai.BadRequestError) as caught:
             api.completions.create(model=model(api), max_tokens=2, **body)
         assert caught.value.body["param"] == param, body  # type: ignore[index]
-    ask = [{"role": "user", "content": "Hi"}]
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hi"}]
     with pytest.raises(openai.BadRequestError) as caught:
         api.chat.completions.create(model=model(api), messages=ask, top_logprobs=2, max_tokens=2)
     assert caught.value.body["param"] == "top_logprobs"  # type: ignore[index]

@@ -12,20 +12,21 @@ import jsonschema
 import openai
 import pytest
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
 from app.engine.chat_prompt import renders_tools, with_system
 from tests.harness import API_KEY, Appliance
 
-WEATHER = {"type": "function", "function": {
+WEATHER: ChatCompletionFunctionToolParam = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather now in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
                                                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
                    "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {
+TIME: ChatCompletionFunctionToolParam = {"type": "function", "function": {
     "name": "get_time", "description": "The local time in a time zone.",
     "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 40}},
                    "required": ["zone"]}}}
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def model(api: openai.OpenAI) -> str:
     return api.models.list().data[0].id
 
 
-def valid_call(call: Any, tool: dict[str, Any]) -> None:
+def valid_call(call: Any, tool: ChatCompletionFunctionToolParam) -> None:
     assert call.type == "function" and call.id.startswith("call_")
     assert call.function.name == tool["function"]["name"]
     jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])
@@ -113,7 +114,7 @@ def test_a_conversation_with_calls_and_their_results_goes_on(api: openai.OpenAI)
 
 
 def test_what_cannot_be_honoured_is_refused_by_name(api: openai.OpenAI, appliance: Appliance) -> None:
-    broken = {"type": "function", "function": {"name": "broken", "parameters": {
+    broken: ChatCompletionFunctionToolParam = {"type": "function", "function": {"name": "broken", "parameters": {
         "type": "object", "properties": {"when": {"type": "moment"}}}}}
     with pytest.raises(openai.BadRequestError, match=r"tool 'broken'.*/properties/when/type") as caught:
         api.chat.completions.create(model=model(api), messages=ASK, tools=[broken], tool_choice="required")

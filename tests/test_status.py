@@ -45,7 +45,7 @@ def test_the_engine_status_is_typed_with_its_counters_defaulting_to_zero() -> No
 def test_cache_counters_flow_through_wherever_the_engine_puts_them(where: str) -> None:
     counters = {"prefix_hits": 3, "host_restores": 1, "cached_tokens_total": 1500, "kv_host_bytes": 2**20,
                 "kv_host_entries": 2}
-    raw = {"state": "ready", "message": "ok", "queue": {"running": 2, "waiting": 1, "parallel": 4}}
+    raw: dict[str, object] = {"state": "ready", "message": "ok", "queue": {"running": 2, "waiting": 1, "parallel": 4}}
     raw |= counters if where == "top" else {"cache": counters}
     status = EngineStatus.model_validate(raw)
     assert {name: getattr(status, name) for name in counters} == counters
