@@ -67,13 +67,18 @@ def engine_config(settings: Settings) -> EngineConfig:
 def build_context(settings: Settings) -> AppContext:
     database = Database(settings.db_path)  # every store's: a reader per thread, one writer
     engine = EngineService(
-        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue,
+        engine_config(settings),
+        isolated=settings.engine_isolation,
+        max_queue=settings.max_queue,
         background_slots=settings.background_slots,
     )
     conversations = ChatStore(database)
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
-        conversations, engine, max_tokens=settings.max_tokens, temperature=settings.temperature,
+        conversations,
+        engine,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
         system_prompt=settings.system_prompt,
     )
     cards = CardMonitor(
@@ -100,14 +105,22 @@ def build_context(settings: Settings) -> AppContext:
         max_pages=settings.doc_max_pages, max_chunks=settings.doc_max_chunks, large_file_mb=settings.large_file_mb,
     )  # fmt: skip
     knowledge = KnowledgeService(database, embedder, kb_dir=settings.kb_dir, options=options)
-    extractor = Extractor(knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens,
-                          timeout_s=settings.extraction_timeout_s)
+    extractor = Extractor(
+        knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens, timeout_s=settings.extraction_timeout_s
+    )
     extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)
     return AppContext(
-        settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry, admin=admin,
-        knowledge=knowledge, extraction=extraction,
+        settings=settings,
+        engine=engine,
+        chat=chat,
+        cards=cards,
+        telemetry=telemetry,
+        admin=admin,
+        knowledge=knowledge,
+        extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=settings.qa_sources, max_tokens=settings.max_tokens),
-        summariser=Summariser(knowledge, engine, PROMPTS), embed=_embed_with(embedder),
+        summariser=Summariser(knowledge, engine, PROMPTS),
+        embed=_embed_with(embedder),
     )
 
 

@@ -60,8 +60,9 @@ def main() -> int:
     results: dict[str, list[tuple[float, int]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)],
-                            card_cache_dir=work / "cache", card_threads=1)
+        settings = Settings(
+            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+        )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         try:

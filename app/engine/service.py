@@ -312,4 +312,4 @@ class EngineService:
             running=running, waiting=waiting, parallel=self.parallel, rate=self.rate.rate(),
             last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
             background_slots=min(self.background_slots, self.parallel),
-        ), **self.cache.snapshot()})  # prefix_hits, host_restores, cached_tokens_total, kv_host_bytes/entries
+        ), **self.cache.snapshot()})  # fmt: skip  # prefix_hits, host_restores, cached_tokens_total, kv_host_*

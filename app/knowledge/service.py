@@ -132,8 +132,9 @@ class KnowledgeService:
     def remove_failed(self) -> int:
         """Remove every document that failed or is a duplicate — but not a password-protected PDF, which
         is waiting for its password. The number removed."""
-        failed = [d for d in self.store.documents()
-                  if d.status in ("error", "duplicate") and d.error_kind != "encrypted"]
+        failed = [
+            d for d in self.store.documents() if d.status in ("error", "duplicate") and d.error_kind != "encrypted"
+        ]
         for doc in failed:
             self.delete(doc.id)
         return len(failed)
