@@ -27,8 +27,10 @@ test-fast: setup-test
 test-clone: setup-test
 	@bash tests/clone_check.sh "$(abspath $(VENV))"
 
+# mypy checks app, launcher, tests and bench ([tool.mypy] files in pyproject.toml).
 lint: setup
 	@$(PY) -m ruff check .
+	@$(PY) -m ruff format --check .
 	@$(PY) -m mypy
 
 bench: setup

@@ -11,7 +11,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.admin import AdminService
 from app.chat.service import ChatService
@@ -28,9 +30,13 @@ from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
+from app.lifecycle import start_all
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = logging.getLogger("quartet")
 PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts"
@@ -61,13 +67,18 @@ def engine_config(settings: Settings) -> EngineConfig:
 def build_context(settings: Settings) -> AppContext:
     database = Database(settings.db_path)  # every store's: a reader per thread, one writer
     engine = EngineService(
-        engine_config(settings), isolated=settings.engine_isolation, max_queue=settings.max_queue,
+        engine_config(settings),
+        isolated=settings.engine_isolation,
+        max_queue=settings.max_queue,
         background_slots=settings.background_slots,
     )
     conversations = ChatStore(database)
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
-        conversations, engine, max_tokens=settings.max_tokens, temperature=settings.temperature,
+        conversations,
+        engine,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
         system_prompt=settings.system_prompt,
     )
     cards = CardMonitor(
@@ -94,14 +105,22 @@ def build_context(settings: Settings) -> AppContext:
         max_pages=settings.doc_max_pages, max_chunks=settings.doc_max_chunks, large_file_mb=settings.large_file_mb,
     )  # fmt: skip
     knowledge = KnowledgeService(database, embedder, kb_dir=settings.kb_dir, options=options)
-    extractor = Extractor(knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens,
-                          timeout_s=settings.extraction_timeout_s)
+    extractor = Extractor(
+        knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens, timeout_s=settings.extraction_timeout_s
+    )
     extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)
     return AppContext(
-        settings=settings, engine=engine, chat=chat, cards=cards, telemetry=telemetry, admin=admin,
-        knowledge=knowledge, extraction=extraction,
+        settings=settings,
+        engine=engine,
+        chat=chat,
+        cards=cards,
+        telemetry=telemetry,
+        admin=admin,
+        knowledge=knowledge,
+        extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=settings.qa_sources, max_tokens=settings.max_tokens),
-        summariser=Summariser(knowledge, engine, PROMPTS), embed=_embed_with(embedder),
+        summariser=Summariser(knowledge, engine, PROMPTS),
+        embed=_embed_with(embedder),
     )
 
 
@@ -126,11 +145,13 @@ def main() -> int:
         print(refusal, file=sys.stderr, flush=True)
         return 2
     ctx = build_context(settings)
-    ctx.cards.start()
-    ctx.engine.start()
-    ctx.knowledge.start()
-    ctx.extraction.start()
-    server = make_server(ctx)
+    with ExitStack() as running:
+        start_all(running, ctx.background())  # stopped in reverse order however serve() ends
+        return serve(ctx, make_server(ctx), settings)
+
+
+def serve(ctx: AppContext, server: uvicorn.Server, settings: Settings) -> int:
+    """The web app until a signal or its end; the engine's readiness is printed once known."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -140,7 +161,6 @@ def main() -> int:
         time.sleep(0.05)
     if not server.started:
         log.error("the web app could not listen on %s:%s", settings.host, settings.port)
-        ctx.engine.stop()
         return 1
     url = f"http://{settings.host}:{settings.port}"
     if _engine_ready(ctx, stop):
@@ -151,10 +171,6 @@ def main() -> int:
         pass
     server.should_exit = True
     thread.join(timeout=5)
-    ctx.extraction.stop()
-    ctx.knowledge.stop()
-    ctx.engine.stop()
-    ctx.cards.stop()
     return 0
 
 

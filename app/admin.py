@@ -44,7 +44,6 @@ def _m001_admin_log(db: sqlite_utils.Database) -> None:
     db.table("admin_log").create({"id": int, "at": str, "who": str, "action": str, "detail": str, "ok": int}, pk="id")
 
 
-
 class AdminService:
     def __init__(self, *, database: Database, engine: EngineService, telemetry: Telemetry, settings: Settings) -> None:
         self._database = database
@@ -53,8 +52,11 @@ class AdminService:
         self._sessions_lock = threading.Lock()
         self._throttle = LoginThrottle()
         self._jobs = Jobs()
-        self._progress = LoadProgress(engine, health_url=settings.health_url, layer_bytes=lambda: {
-            card.endpoint: card.layer_bytes for card in telemetry.status().cards})
+        self._progress = LoadProgress(
+            engine,
+            health_url=settings.health_url,
+            layer_bytes=lambda: {card.endpoint: card.layer_bytes for card in telemetry.status().cards},
+        )
         database.migrate(MIGRATIONS)
 
     # -- sessions ---------------------------------------------------------------------------
@@ -111,11 +113,17 @@ class AdminService:
         """Admin only: the engine settings the page lets the admin change, as they are now."""
         self.check(token)
         config = self.engine.config
-        return {"n_ctx": config.n_ctx, "n_threads": config.n_threads, "n_batch": config.n_batch,
-                "n_ubatch": config.n_ubatch, "kv_type": config.kv_type, "parallel": config.parallel,
-                "background_slots": self.engine.background_slots,
-                "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
-                "cards": "\n".join(config.cards)}
+        return {
+            "n_ctx": config.n_ctx,
+            "n_threads": config.n_threads,
+            "n_batch": config.n_batch,
+            "n_ubatch": config.n_ubatch,
+            "kv_type": config.kv_type,
+            "parallel": config.parallel,
+            "background_slots": self.engine.background_slots,
+            "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
+            "cards": "\n".join(config.cards),
+        }
 
     def job(self, token: str | None, job_id: str | None) -> Job | None:
         self.check(token)
@@ -134,16 +142,28 @@ class AdminService:
         memory = self._memory()
         rows = []
         for entry in self.entries():
-            row: dict[str, Any] = {"id": entry.id, "name": entry.name, "file": entry.path.name, "n_ctx": entry.n_ctx,
-                                   "kv_type": entry.kv_type, "loaded": model is not None and
-                                   str(entry.path) == model.gguf_file}
+            row: dict[str, Any] = {
+                "id": entry.id,
+                "name": entry.name,
+                "file": entry.path.name,
+                "n_ctx": entry.n_ctx,
+                "kv_type": entry.kv_type,
+                "loaded": model is not None and str(entry.path) == model.gguf_file,
+            }
             try:
                 fit = catalog.fit(self._entry_config(entry), memory)
                 info = fit.info
-                row |= {"present": True, "size_gib": round(info.size_bytes / 2**30, 2), "arch": info.architecture,
-                        "layers": info.n_layers, "quant": info.quantization, "trained_ctx": info.context_length,
-                        "need_gib_per_card": [round(n.total / 2**30, 2) for n in fit.needs],
-                        "fits": not fit.short, "problem": fit.problem}
+                row |= {
+                    "present": True,
+                    "size_gib": round(info.size_bytes / 2**30, 2),
+                    "arch": info.architecture,
+                    "layers": info.n_layers,
+                    "quant": info.quantization,
+                    "trained_ctx": info.context_length,
+                    "need_gib_per_card": [round(n.total / 2**30, 2) for n in fit.needs],
+                    "fits": not fit.short,
+                    "problem": fit.problem,
+                }
             except EngineError as err:
                 row |= {"present": entry.path.is_file(), "fits": False, "problem": str(err)}
             rows.append(row)
@@ -152,16 +172,24 @@ class AdminService:
     def _entry_config(self, entry: catalog.CatalogEntry) -> EngineConfig:
         """The engine configuration a switch to `entry` loads (its file checked to lie in the models folder)."""
         catalog.check_location(entry.path, self.settings.models_dir)
-        return replace(self.engine.config, model_path=entry.path, model_name=entry.name, n_ctx=entry.n_ctx,
-                       kv_type=entry.kv_type, chat_template=entry.chat_template)
+        return replace(
+            self.engine.config,
+            model_path=entry.path,
+            model_name=entry.name,
+            n_ctx=entry.n_ctx,
+            kv_type=entry.kv_type,
+            chat_template=entry.chat_template,
+        )
 
     def _memory(self) -> dict[str, catalog.CardMemory]:
         """Each card's memory now, with what the loaded model holds there (freed before the next load)."""
         status = self.telemetry.status()
         placed = {card.endpoint: card.layer_bytes for card in status.cards}
         held = catalog.held(self.engine.config, placed) if status.model else {}
-        return {card.endpoint: catalog.CardMemory(card.mem_total_bytes, card.mem_used_bytes,
-                                                  held.get(card.endpoint, 0)) for card in status.cards}
+        return {
+            card.endpoint: catalog.CardMemory(card.mem_total_bytes, card.mem_used_bytes, held.get(card.endpoint, 0))
+            for card in status.cards
+        }
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -206,8 +234,11 @@ class AdminService:
         action = f"cards {', '.join(cards)}"
         try:
             if not self.settings.engine_isolation:
-                raise EngineError("changing cards needs the engine worker process (engine_isolation = true): "
-                                  "ggml cannot unregister a card inside one process", kind="request")
+                raise EngineError(
+                    "changing cards needs the engine worker process (engine_isolation = true): "
+                    "ggml cannot unregister a card inside one process",
+                    kind="request",
+                )
             in_use = self._cards_in_use()
             for index, card in enumerate(cards):
                 reason = None if card in in_use else probe_card(card)
@@ -219,8 +250,9 @@ class AdminService:
         monitor, before = self.telemetry.monitor, self.telemetry.monitor.cards
         monitor.set_cards(cards)
         try:
-            return self._apply(replace(self.engine.config, cards=tuple(cards), tensor_split=None), who=who,
-                               action=action)
+            return self._apply(
+                replace(self.engine.config, cards=tuple(cards), tensor_split=None), who=who, action=action
+            )
         except EngineError:
             monitor.set_cards(before)  # the supervisor loaded the previous configuration again
             raise

@@ -10,8 +10,13 @@ from app.engine.events import EngineError
 
 # The engine settings the admin may change, the whole numbers with their bounds.
 _SETTINGS = {"n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"}
-_RANGES = {"n_ctx": (256, 2**20), "n_threads": (1, 256), "n_batch": (1, 2**16), "n_ubatch": (1, 2**16),
-           "parallel": (1, 64)}
+_RANGES = {
+    "n_ctx": (256, 2**20),
+    "n_threads": (1, 256),
+    "n_batch": (1, 2**16),
+    "n_ubatch": (1, 2**16),
+    "parallel": (1, 64),
+}
 
 
 def checked_settings(changes: dict[str, Any], config: EngineConfig) -> tuple[dict[str, Any], int | None]:
@@ -19,8 +24,7 @@ def checked_settings(changes: dict[str, Any], config: EngineConfig) -> tuple[dic
     (a setting of the queue, not of the loaded engine) apart."""
     unknown = set(changes) - _SETTINGS
     if unknown:
-        raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}",
-                          kind="request")
+        raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}", kind="request")
     checked = dict(changes)
     for name, (low, high) in _RANGES.items():
         if name in checked:

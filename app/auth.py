@@ -1,6 +1,6 @@
 """Passwords for the optional login: stored as PBKDF2-SHA256 hashes, never in clear text.
 
-    python -m app.auth            # asks for a password, prints the hash to put in the settings
+python -m app.auth            # asks for a password, prints the hash to put in the settings
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from app.extraction.service import ExtractionService
 from app.knowledge.answer import Answerer
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
+from app.lifecycle import Background
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -32,6 +33,10 @@ class AppContext:
     extraction: ExtractionService
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
+
+    def background(self) -> list[Background]:
+        """What runs in the background, in start order (the composition root stops them in reverse)."""
+        return [self.cards, self.engine, self.knowledge, self.extraction]
 
     def status(self) -> ApplianceStatus:
         return self.telemetry.status()

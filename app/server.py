@@ -27,20 +27,22 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 # What a page may load: only this app's own files, data: images and its own API. Rendered answers are
 # defused already (app/ui/rendering.py); this header makes the browser refuse whatever slips through.
 # Gradio's page needs inline scripts and styles and runs the page's `js` through Function().
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'self'",
-    "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data: blob:",
-    "media-src 'self' data: blob:",
-    "font-src 'self' data:",
-    "connect-src 'self'",
-    "worker-src 'self' blob:",
-    "object-src 'none'",
-    "base-uri 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'self'",
-])
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "media-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "worker-src 'self' blob:",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'self'",
+    ]
+)
 
 
 def create_app(ctx: AppContext) -> fastapi.FastAPI:
@@ -83,8 +85,14 @@ def _scripts(*names: str) -> str:
 
 
 def _mount(
-    api: fastapi.FastAPI, ctx: AppContext, blocks: gr.Blocks, path: str, *,
-    footer_links: list[str], css_paths: list[Path], js: str | None = None,
+    api: fastapi.FastAPI,
+    ctx: AppContext,
+    blocks: gr.Blocks,
+    path: str,
+    *,
+    footer_links: list[str],
+    css_paths: list[Path],
+    js: str | None = None,
 ) -> None:
     """Mount one page with the same guard as every other.
 

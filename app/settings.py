@@ -94,9 +94,7 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=256, description="Context length in tokens.")
     n_batch: int = Field(512, ge=1, description="Logical batch size for prompt processing.")
     n_ubatch: int = Field(512, ge=1, description="Physical batch size for prompt processing.")
-    prompt_chunk: int = Field(
-        128, ge=1, description="Prompt tokens evaluated between two checks for cancellation."
-    )
+    prompt_chunk: int = Field(128, ge=1, description="Prompt tokens evaluated between two checks for cancellation.")
     n_threads: int = Field(2, ge=1, description="Host CPU threads of the engine.")
     tensor_split: list[float] | None = Field(
         None, description="Share of layers per card; empty for llama's split by free memory."

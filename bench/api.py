@@ -38,8 +38,13 @@ def free_port() -> int:
 
 def start_app(cards: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {**os.environ, "QUARTET_PORT": str(port), "QUARTET_DATA_DIR": str(work / "var"),
-           "QUARTET_CARDS": json.dumps(cards), "QUARTET_TEMPERATURE": "0"}
+    env = {
+        **os.environ,
+        "QUARTET_PORT": str(port),
+        "QUARTET_DATA_DIR": str(work / "var"),
+        "QUARTET_CARDS": json.dumps(cards),
+        "QUARTET_TEMPERATURE": "0",
+    }
     log = open(work / "app.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -57,8 +62,12 @@ def start_app(cards: list[str], work: Path) -> tuple[subprocess.Popen[bytes], st
 
 def one_run(api: openai.OpenAI, status: Client, max_tokens: int) -> tuple[float, float, int]:
     stream = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": PROMPT}], max_tokens=max_tokens, temperature=0,
-        stream=True, stream_options={"include_usage": True},
+        model="m",
+        messages=[{"role": "user", "content": PROMPT}],
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     first = last = None
     tokens = 0
@@ -82,8 +91,9 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)],
-                            card_cache_dir=work / "cache", card_threads=1)
+        settings = Settings(
+            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+        )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         app = None
@@ -102,8 +112,10 @@ def main() -> int:
     for i, (client_tps, engine_tps, tokens) in enumerate(rows, 1):
         print(f"{i:>4} {tokens:>7} {client_tps:>13.1f} {engine_tps:>13.1f} {client_tps / engine_tps:>7.3f}")
     ratios = [c / e for c, e, _ in rows]
-    print(f"median client {statistics.median(r[0] for r in rows):.1f} tok/s, engine "
-          f"{statistics.median(r[1] for r in rows):.1f} tok/s, ratio {statistics.median(ratios):.3f} (target ≥ 0.97)")
+    print(
+        f"median client {statistics.median(r[0] for r in rows):.1f} tok/s, engine "
+        f"{statistics.median(r[1] for r in rows):.1f} tok/s, ratio {statistics.median(ratios):.3f} (target ≥ 0.97)"
+    )
     return 0
 
 

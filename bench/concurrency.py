@@ -28,21 +28,36 @@ import openai
 from app.settings import Settings
 from launcher.cluster import CardProcesses
 
-TOPICS = ["a lighthouse keeper", "a copper mine", "a bicycle race", "a lost cat", "a night train",
-          "a mountain village", "a clockmaker", "a river ferry"]
+TOPICS = [
+    "a lighthouse keeper",
+    "a copper mine",
+    "a bicycle race",
+    "a lost cat",
+    "a night train",
+    "a mountain village",
+    "a clockmaker",
+    "a river ferry",
+]
 
 
 def start_app(
     cards: list[str], work: Path, port: int, parallel: int, settings: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """The app on `cards`; `settings` are more QUARTET_* variables (name without the prefix → value)."""
-    env = {**os.environ, "QUARTET_PORT": str(port), "QUARTET_DATA_DIR": str(work / "var"),
-           "QUARTET_CARDS": json.dumps(cards), "QUARTET_TEMPERATURE": "0", "QUARTET_PARALLEL": str(parallel),
-           "QUARTET_KB_DIR": str(work / "kb"),
-           **{f"QUARTET_{name.upper()}": value for name, value in (settings or {}).items()}}
+    env = {
+        **os.environ,
+        "QUARTET_PORT": str(port),
+        "QUARTET_DATA_DIR": str(work / "var"),
+        "QUARTET_CARDS": json.dumps(cards),
+        "QUARTET_TEMPERATURE": "0",
+        "QUARTET_PARALLEL": str(parallel),
+        "QUARTET_KB_DIR": str(work / "kb"),
+        **{f"QUARTET_{name.upper()}": value for name, value in (settings or {}).items()},
+    }
     log = open(work / "app.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "--die-with-parent"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -60,8 +75,12 @@ def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started
     """One streaming client asking for a story about `topic` (or sending `text` as it is)."""
     api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
     stream = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": text or f"{topic}: write a long, detailed story about it."}],
-        max_tokens=max_tokens, temperature=0, stream=True, stream_options={"include_usage": True},
+        model="m",
+        messages=[{"role": "user", "content": text or f"{topic}: write a long, detailed story about it."}],
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     for chunk in stream:
         if chunk.usage:
@@ -78,9 +97,10 @@ def one_round(url: str, n: int, max_tokens: int, tag: str) -> tuple[float, list[
     """`n` clients at once; `tag` leads every prompt so that no round finds another's prompt cached."""
     outs: list[dict[str, float]] = [{} for _ in range(n)]
     started = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(url, f"{tag}, {TOPICS[i % len(TOPICS)]}", max_tokens, outs[i],
-                                                     started))
-               for i in range(n)]
+    threads = [
+        threading.Thread(target=client, args=(url, f"{tag}, {TOPICS[i % len(TOPICS)]}", max_tokens, outs[i], started))
+        for i in range(n)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -108,8 +128,9 @@ def main() -> int:
     results: dict[int, list[tuple[float, list[float], int]]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)],
-                            card_cache_dir=work / "cache", card_threads=1)
+        settings = Settings(
+            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+        )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         app = None
@@ -130,8 +151,10 @@ def main() -> int:
         rate = statistics.median(r[0] for r in results[n])
         ttfts = [t for r in results[n] for t in r[1]]
         tokens = int(statistics.median(r[2] for r in results[n]))
-        print(f"{n:>7} {tokens:>7} {rate:>10.1f} {rate / base:>11.2f} {percentile(ttfts, 0.5):>9.2f} "
-              f"{percentile(ttfts, 0.95):>9.2f}")
+        print(
+            f"{n:>7} {tokens:>7} {rate:>10.1f} {rate / base:>11.2f} {percentile(ttfts, 0.5):>9.2f} "
+            f"{percentile(ttfts, 0.95):>9.2f}"
+        )
     return 0
 
 

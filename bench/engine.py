@@ -50,8 +50,14 @@ def worker(spec: dict[str, Any]) -> int:
         engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore
     split = tuple(spec["tensor_split"]) if spec["tensor_split"] else None
     config = EngineConfig(
-        model_path=Path(spec["model"]), model_name="bench", cards=cards, n_ctx=spec["n_ctx"],
-        n_batch=spec["n_batch"], n_ubatch=spec["n_ubatch"], n_threads=spec["threads"], tensor_split=split,
+        model_path=Path(spec["model"]),
+        model_name="bench",
+        cards=cards,
+        n_ctx=spec["n_ctx"],
+        n_batch=spec["n_batch"],
+        n_ubatch=spec["n_ubatch"],
+        n_threads=spec["threads"],
+        tensor_split=split,
     )
     engine = engine_mod.Engine(config)
     info = engine.load()
@@ -82,8 +88,14 @@ def worker(spec: dict[str, Any]) -> int:
 class Worker:
     """A worker subprocess (`script --worker SPEC`), driven one generation at a time over a pipe."""
 
-    def __init__(self, name: str, spec: dict[str, Any], env: dict[str, str], quiet_wait_s: float = 0.0,
-                 script: Path = Path(__file__)) -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: dict[str, Any],
+        env: dict[str, str],
+        quiet_wait_s: float = 0.0,
+        script: Path = Path(__file__),
+    ) -> None:
         self.name = name
         self.quiet_wait_s = quiet_wait_s
         cmd = [sys.executable, str(script.resolve()), "--worker", json.dumps(spec)]
@@ -146,11 +158,25 @@ def wait_quiet(max_wait_s: float, busy_pct: float = 15.0) -> None:
 def start_cards(args: argparse.Namespace, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "launcher.card_agent", "--card", str(i), "--listen", f"127.0.0.1:{port}",
-             "--threads", str(_threads(args.card_threads, i)), "--cache-dir", args.cache_dir,
-             "--health-port", str(hport),
-             "--die-with-parent"],
-            cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "launcher.card_agent",
+                "--card",
+                str(i),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--threads",
+                str(_threads(args.card_threads, i)),
+                "--cache-dir",
+                args.cache_dir,
+                "--health-port",
+                str(hport),
+                "--die-with-parent",
+            ],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
         )
         for i, (port, hport) in enumerate(zip(args.ports, args.health_ports, strict=True))
     ]
@@ -190,14 +216,21 @@ def main() -> int:
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--model", default=str(MODEL))
     for flag, default, text in (
-        ("--reps", 5, "measured runs per side (after one warm-up each)"), ("--max-tokens", 128, "tokens per answer"),
-        ("--n-ctx", 4096, "context size"), ("--n-batch", 512, "n_batch"), ("--n-ubatch", 512, "n_ubatch"),
+        ("--reps", 5, "measured runs per side (after one warm-up each)"),
+        ("--max-tokens", 128, "tokens per answer"),
+        ("--n-ctx", 4096, "context size"),
+        ("--n-batch", 512, "n_batch"),
+        ("--n-ubatch", 512, "n_ubatch"),
         ("--threads", 2, "n_threads of (a), the in-process model"),
         ("--host-threads", None, "n_threads of (b)'s host process (default: --threads)"),
     ):
         p.add_argument(flag, type=int, default=default, help=text)
-    p.add_argument("--card-threads", type=lambda t: [int(x) for x in t.split("/")] if "/" in t else int(t),
-                   default=[1, 1, 1, 2], help="threads per card agent: N, or a/b/c/d (default 1/1/1/2, as the app)")
+    p.add_argument(
+        "--card-threads",
+        type=lambda t: [int(x) for x in t.split("/")] if "/" in t else int(t),
+        default=[1, 1, 1, 2],
+        help="threads per card agent: N, or a/b/c/d (default 1/1/1/2, as the app)",
+    )
     p.add_argument("--tensor-split", type=float, nargs=4, default=None, help="share of layers per card")
     p.add_argument("--ports", type=int, nargs=4, default=[50152, 50153, 50154, 50155])
     p.add_argument("--health-ports", type=int, nargs=4, default=[51152, 51153, 51154, 51155])
@@ -221,10 +254,15 @@ def main() -> int:
         procs = start_cards(args, dict(item.split("=", 1) for item in args.card_env))
         cards = [f"127.0.0.1:{port}" for port in args.ports]
         b_threads = args.host_threads or args.threads
-        workers = [Worker("a", {**spec, "cards": []}, host_env, args.quiet_wait),
-                   Worker("b", {**spec, "cards": cards, "threads": b_threads}, host_env, args.quiet_wait)]
-        print(f"(b) layers per card: {workers[1].info['layers']}; load a {workers[0].info['load_s']} s, "
-              f"b {workers[1].info['load_s']} s", flush=True)
+        workers = [
+            Worker("a", {**spec, "cards": []}, host_env, args.quiet_wait),
+            Worker("b", {**spec, "cards": cards, "threads": b_threads}, host_env, args.quiet_wait),
+        ]
+        print(
+            f"(b) layers per card: {workers[1].info['layers']}; load a {workers[0].info['load_s']} s, "
+            f"b {workers[1].info['load_s']} s",
+            flush=True,
+        )
         runs: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
         for w in workers:
             w.run(procs, 32)  # warm-up
@@ -232,10 +270,12 @@ def main() -> int:
             for w in workers if rep % 2 == 0 else workers[::-1]:
                 r = w.run(procs)
                 runs[w.name].append(r)
-                print(f"  rep {rep} {w.name}: decode {r['decode_tps']:6.1f} tok/s  ttft {r['ttft_s']:.3f} s  "
-                      f"prompt {r['prompt_tps']:6.1f} tok/s  cpu ms/token host {r['host_cpu_ms_tok']:5.1f} "
-                      f"cards {r['cards_cpu_ms_tok']:5.1f}  other {r['other_cpu_pct']:4.1f}%  text {r['text_crc']:08x}",
-                      flush=True)
+                print(
+                    f"  rep {rep} {w.name}: decode {r['decode_tps']:6.1f} tok/s  ttft {r['ttft_s']:.3f} s  "
+                    f"prompt {r['prompt_tps']:6.1f} tok/s  cpu ms/token host {r['host_cpu_ms_tok']:5.1f} "
+                    f"cards {r['cards_cpu_ms_tok']:5.1f}  other {r['other_cpu_pct']:4.1f}%  text {r['text_crc']:08x}",
+                    flush=True,
+                )
         report(runs, args)
     finally:
         for w in workers:
@@ -247,20 +287,28 @@ def main() -> int:
 def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
     med = {k: {m: statistics.median(r[m] for r in v) for m in METRICS} for k, v in runs.items()}
     a, b = med["a"], med["b"]
-    print(f"\nmedians of {args.reps} alternating runs, prompt {runs['a'][0]['prompt_tokens']} tokens, "
-          f"max_tokens {args.max_tokens}; threads (a) {args.threads}, (b) host {args.host_threads or args.threads} + "
-          f"{args.card_threads} per card; card env {args.card_env or '-'}; host env {args.host_env or '-'}")
+    print(
+        f"\nmedians of {args.reps} alternating runs, prompt {runs['a'][0]['prompt_tokens']} tokens, "
+        f"max_tokens {args.max_tokens}; threads (a) {args.threads}, (b) host {args.host_threads or args.threads} + "
+        f"{args.card_threads} per card; card env {args.card_env or '-'}; host env {args.host_env or '-'}"
+    )
     print(f"{'':28}{'decode tok/s':>14}{'TTFT s':>10}{'prompt tok/s':>14}{'CPU ms/token host+cards':>26}")
     for label, m in (("(a) in-process, 1 device", a), ("(b) 4 loopback cards", b)):
-        print(f"{label:28}{m['decode_tps']:14.1f}{m['ttft_s']:10.3f}{m['prompt_tps']:14.1f}"
-              f"{m['host_cpu_ms_tok']:16.1f} + {m['cards_cpu_ms_tok']:.1f}")
-    print(f"{'ratio (b)/(a)':28}{b['decode_tps'] / a['decode_tps']:14.2f}{b['ttft_s'] / a['ttft_s']:10.2f}"
-          f"{b['prompt_tps'] / a['prompt_tps']:14.2f}")
+        print(
+            f"{label:28}{m['decode_tps']:14.1f}{m['ttft_s']:10.3f}{m['prompt_tps']:14.1f}"
+            f"{m['host_cpu_ms_tok']:16.1f} + {m['cards_cpu_ms_tok']:.1f}"
+        )
+    print(
+        f"{'ratio (b)/(a)':28}{b['decode_tps'] / a['decode_tps']:14.2f}{b['ttft_s'] / a['ttft_s']:10.2f}"
+        f"{b['prompt_tps'] / a['prompt_tps']:14.2f}"
+    )
     noisy = sum(r["other_cpu_pct"] > 15 for v in runs.values() for r in v)
     texts = {k: {r["text_crc"] for r in v} for k, v in runs.items()}
-    print(f"{noisy} of {2 * args.reps} runs had other processes above 15 % of the machine's CPU; texts per side: "
-          f"{ {k: len(v) for k, v in texts.items()} }, same on both sides: {texts['a'] == texts['b']} (they differ "
-          "when llama.cpp repacks q4_K weights in-process: the cards' RPC buffers are not repacked)")
+    print(
+        f"{noisy} of {2 * args.reps} runs had other processes above 15 % of the machine's CPU; texts per side: "
+        f"{ {k: len(v) for k, v in texts.items()} }, same on both sides: {texts['a'] == texts['b']} (they differ "
+        "when llama.cpp repacks q4_K weights in-process: the cards' RPC buffers are not repacked)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs, "medians": med}, indent=1))
 

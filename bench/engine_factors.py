@@ -122,8 +122,15 @@ def main() -> int:
     args = p.parse_args()
     if args.worker:
         return factor_worker(json.loads(args.worker))
-    base = {"model": str(bench.MODEL), "n_ctx": 4096, "n_batch": 512, "n_ubatch": 512, "threads": 2,
-            "max_tokens": args.max_tokens, "tensor_split": None}
+    base = {
+        "model": str(bench.MODEL),
+        "n_ctx": 4096,
+        "n_batch": 512,
+        "n_ubatch": 512,
+        "threads": 2,
+        "max_tokens": args.max_tokens,
+        "tensor_split": None,
+    }
     variants = [parse_variant(t, base) for t in args.variant]
     cards = [f"127.0.0.1:{port}" for port in args.ports]
     procs: list[Any] = []
@@ -152,24 +159,33 @@ def main() -> int:
                 if args.jsonl:
                     with open(args.jsonl, "a") as out:
                         out.write(json.dumps({"variant": v.name, "rep": rep, **r}) + "\n")
-                print(f"  rep {rep} {v.name:>12}: decode {r['decode_tps']:6.1f} tok/s  ttft {r['ttft_s']:.3f} s  "
-                      f"cpu ms/token host {r['host_cpu_ms_tok']:5.1f} cards {r['card_cpu_ms_tok']}  "
-                      f"other {r['other_cpu_pct']:4.1f}%  text {r['text_crc']:08x}", flush=True)
+                print(
+                    f"  rep {rep} {v.name:>12}: decode {r['decode_tps']:6.1f} tok/s  ttft {r['ttft_s']:.3f} s  "
+                    f"cpu ms/token host {r['host_cpu_ms_tok']:5.1f} cards {r['card_cpu_ms_tok']}  "
+                    f"other {r['other_cpu_pct']:4.1f}%  text {r['text_crc']:08x}",
+                    flush=True,
+                )
     finally:
         for w in workers.values():
             w.stop()
         bench.stop_procs(procs)
-    print(f"\nmedians of {args.reps} interleaved runs, max_tokens {args.max_tokens}; 'quiet': the runs during which "
-          f"other processes used under {args.quiet_pct} % of the machine's CPU")
-    print(f"{'variant':>12}{'decode tok/s':>14}{'quiet decode':>14}{'TTFT s':>9}{'quiet TTFT':>12}"
-          f"{'CPU ms/tok host':>17}{'cards':>7}{'other %':>9}")
+    print(
+        f"\nmedians of {args.reps} interleaved runs, max_tokens {args.max_tokens}; 'quiet': the runs during which "
+        f"other processes used under {args.quiet_pct} % of the machine's CPU"
+    )
+    print(
+        f"{'variant':>12}{'decode tok/s':>14}{'quiet decode':>14}{'TTFT s':>9}{'quiet TTFT':>12}"
+        f"{'CPU ms/tok host':>17}{'cards':>7}{'other %':>9}"
+    )
     for v in variants:
         m = {k: statistics.median(r[k] for r in v.runs) for k in bench.METRICS}
         quiet = [r for r in v.runs if r["other_cpu_pct"] < args.quiet_pct]
         qd = f"{statistics.median(r['decode_tps'] for r in quiet):.1f} ({len(quiet)})" if quiet else "-"
         qt = f"{statistics.median(r['ttft_s'] for r in quiet):.3f}" if quiet else "-"
-        print(f"{v.name:>12}{m['decode_tps']:14.1f}{qd:>14}{m['ttft_s']:9.3f}{qt:>12}"
-              f"{m['host_cpu_ms_tok']:17.1f}{m['cards_cpu_ms_tok']:7.1f}{m['other_cpu_pct']:9.1f}")
+        print(
+            f"{v.name:>12}{m['decode_tps']:14.1f}{qd:>14}{m['ttft_s']:9.3f}{qt:>12}"
+            f"{m['host_cpu_ms_tok']:17.1f}{m['cards_cpu_ms_tok']:7.1f}{m['other_cpu_pct']:9.1f}"
+        )
     return 0
 
 

@@ -38,8 +38,18 @@ import engine as bench  # bench/engine.py
 ROOT = bench.ROOT
 SIDES = ("json", "free")
 LABELS = {"json": "constrained (json_schema)", "free": "free (no schema)"}
-METRICS = ("generated_tokens", "decode_tps", "ttft_s", "prompt_tps", "host_cpu_ms_tok", "cards_cpu_ms_tok",
-           "sample_ms_tok", "sample_cpu_ms_tok", "forward_ms_tok", "grammar_ms")
+METRICS = (
+    "generated_tokens",
+    "decode_tps",
+    "ttft_s",
+    "prompt_tps",
+    "host_cpu_ms_tok",
+    "cards_cpu_ms_tok",
+    "sample_ms_tok",
+    "sample_cpu_ms_tok",
+    "forward_ms_tok",
+    "grammar_ms",
+)
 DOCUMENT = "invoice-NP-2024-03187.pdf"
 INVOICE = """INVOICE
 Nordlicht Präzisionsteile GmbH, Hafenstraße 14, 28217 Bremen, Germany
@@ -108,7 +118,9 @@ def extraction_request(max_tokens: int, case: str = "invoice") -> Any:
     part = Part(((1, text),))
     prompt = template.format(name=name, first=1, last=1, fields=describe(schema), text=part.text)
     return GenerationRequest(
-        messages=(Message("system", system), Message("user", prompt)), max_tokens=max_tokens, temperature=0.0,
+        messages=(Message("system", system), Message("user", prompt)),
+        max_tokens=max_tokens,
+        temperature=0.0,
         json_schema=json.dumps(bounded(schema)),
     )
 
@@ -147,6 +159,7 @@ def worker(spec: dict[str, Any]) -> int:
     sys.path.insert(0, str(ROOT))
     from dataclasses import replace
 
+    from app.engine import batcher
     from app.engine import engine as engine_mod
     from app.engine.engine_config import EngineConfig
     from app.engine.lifecycle import die_with_parent
@@ -154,22 +167,36 @@ def worker(spec: dict[str, Any]) -> int:
     die_with_parent()
     if not spec["cards"]:  # in-process: no card to place layers on; the bench accepts an all-host placement
         engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore
-    config = EngineConfig(model_path=Path(spec["model"]), model_name="bench", cards=tuple(spec["cards"]),
-                          n_ctx=spec["n_ctx"], n_threads=spec["threads"])
+    config = EngineConfig(
+        model_path=Path(spec["model"]),
+        model_name="bench",
+        cards=tuple(spec["cards"]),
+        n_ctx=spec["n_ctx"],
+        n_threads=spec["threads"],
+    )
     engine = engine_mod.Engine(config)
     info = engine.load()
     llm = engine._llm
     assert llm is not None
     timer = Timer()
-    engine_mod.grammar_for = timer.wrap("grammar", engine_mod.grammar_for)  # type: ignore[assignment]
+    batcher.grammar_for = timer.wrap("grammar", batcher.grammar_for)  # the batcher builds each grammar
     llm.sample = timer.wrap("sample", llm.sample)  # type: ignore[method-assign]
     llm.eval = timer.wrap("forward", llm.eval, when=lambda: timer.calls.get("sample", 0) > 0)  # type: ignore[method-assign]
     request = extraction_request(spec["max_tokens"], spec.get("case", "invoice"))
     sides = {"json": request, "free": replace(request, json_schema=None)}
-    print(bench.RESULT + json.dumps({
-        "loaded": True, "load_s": round(info.load_s, 2), "layers": {c.endpoint: len(c.layers) for c in info.cards},
-        "prompt_chars": sum(len(m.content) for m in request.messages), "schema_chars": len(request.json_schema),
-    }), flush=True)
+    print(
+        bench.RESULT
+        + json.dumps(
+            {
+                "loaded": True,
+                "load_s": round(info.load_s, 2),
+                "layers": {c.endpoint: len(c.layers) for c in info.cards},
+                "prompt_chars": sum(len(m.content) for m in request.messages),
+                "schema_chars": len(request.json_schema),
+            }
+        ),
+        flush=True,
+    )
     plan = iter(spec["plan"])
     for line in sys.stdin:
         words = line.split()
@@ -180,9 +207,13 @@ def worker(spec: dict[str, Any]) -> int:
         timer.reset()
         tokens = int(words[1]) if len(words) > 1 else spec["max_tokens"]
         result = generate(engine, replace(sides[side], max_tokens=tokens))
-        result.update(side=side, grammar_ms=round(1000 * timer.wall.get("grammar", 0.0), 1),
-                      sample_ms_tok=timer.ms_per_call("sample"), forward_ms_tok=timer.ms_per_call("forward"),
-                      sample_cpu_ms_tok=timer.ms_per_call("sample", timer.cpu))
+        result.update(
+            side=side,
+            grammar_ms=round(1000 * timer.wall.get("grammar", 0.0), 1),
+            sample_ms_tok=timer.ms_per_call("sample"),
+            forward_ms_tok=timer.ms_per_call("forward"),
+            sample_cpu_ms_tok=timer.ms_per_call("sample", timer.cpu),
+        )
         print(bench.RESULT + json.dumps(result), flush=True)
     engine.close()
     return 0
@@ -212,8 +243,14 @@ def main() -> int:
     if args.worker:
         return worker(json.loads(args.worker))
     order = [side for rep in range(args.reps) for side in (SIDES if rep % 2 == 0 else SIDES[::-1])]
-    spec = {"model": args.model, "n_ctx": args.n_ctx, "threads": args.threads, "max_tokens": args.max_tokens,
-            "plan": [*SIDES, *order], "case": args.case}
+    spec = {
+        "model": args.model,
+        "n_ctx": args.n_ctx,
+        "threads": args.threads,
+        "max_tokens": args.max_tokens,
+        "plan": [*SIDES, *order],
+        "case": args.case,
+    }
     procs: list[Any] = []
     w: bench.Worker | None = None
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started with SIGINT ignored
@@ -223,20 +260,25 @@ def main() -> int:
             procs = bench.start_cards(args, {})
         cards = [] if args.inproc else [f"127.0.0.1:{port}" for port in args.ports]
         w = bench.Worker("extraction", {**spec, "cards": cards}, {}, args.quiet_wait, script=Path(__file__))
-        print(f"model {Path(args.model).name}, layers per card {w.info['layers'] or 'none (in-process)'}, "
-              f"load {w.info['load_s']} s; prompt {w.info['prompt_chars']} characters, schema "
-              f"{w.info['schema_chars']} characters", flush=True)
+        print(
+            f"model {Path(args.model).name}, layers per card {w.info['layers'] or 'none (in-process)'}, "
+            f"load {w.info['load_s']} s; prompt {w.info['prompt_chars']} characters, schema "
+            f"{w.info['schema_chars']} characters",
+            flush=True,
+        )
         runs: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
         for side in SIDES:
             check(w.run(procs, 32), side)  # warm-up
         for i, side in enumerate(order):
             r = check(w.run(procs), side)
             runs[side].append(r)
-            print(f"  rep {i // 2} {side:4}: {r['generated_tokens']:4} tokens ({r['finish_reason']:6})  decode "
-                  f"{r['decode_tps']:6.1f} tok/s  ttft {r['ttft_s']:.3f} s  prompt {r['prompt_tps']:6.1f} tok/s  "
-                  f"cpu ms/token: sample {r['sample_cpu_ms_tok']:5.2f} host {r['host_cpu_ms_tok']:5.1f} cards"
-                  f" {r['cards_cpu_ms_tok']:5.1f}  other {r['other_cpu_pct']:4.1f}%",
-                  flush=True)
+            print(
+                f"  rep {i // 2} {side:4}: {r['generated_tokens']:4} tokens ({r['finish_reason']:6})  decode "
+                f"{r['decode_tps']:6.1f} tok/s  ttft {r['ttft_s']:.3f} s  prompt {r['prompt_tps']:6.1f} tok/s  "
+                f"cpu ms/token: sample {r['sample_cpu_ms_tok']:5.2f} host {r['host_cpu_ms_tok']:5.1f} cards"
+                f" {r['cards_cpu_ms_tok']:5.1f}  other {r['other_cpu_pct']:4.1f}%",
+                flush=True,
+            )
         report(runs, args, w.info)
     finally:
         if w is not None:
@@ -256,25 +298,37 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, info
     ratios = [j["decode_tps"] / f["decode_tps"] for j, f in zip(runs["json"], runs["free"], strict=True)]
     j, f = med["json"], med["free"]
     where = "in-process (no cards)" if args.inproc else f"4 loopback cards ({args.card_threads} thread each)"
-    print(f"\ncase {args.case}; medians of {args.reps} runs per side, alternating json free free json ...; prompt "
-          f"{runs['json'][0]['prompt_tokens']} tokens; max_tokens {args.max_tokens}; {where}; "
-          f"host threads {args.threads}")
-    print(f"{'':27}{'tokens':>7}{'decode tok/s':>13}{'TTFT s':>8}{'prompt tok/s':>13}"
-          f"{'sample CPU ms/tok':>18}{'CPU ms/tok host + cards':>25}")
+    print(
+        f"\ncase {args.case}; medians of {args.reps} runs per side, alternating json free free json ...; prompt "
+        f"{runs['json'][0]['prompt_tokens']} tokens; max_tokens {args.max_tokens}; {where}; "
+        f"host threads {args.threads}"
+    )
+    print(
+        f"{'':27}{'tokens':>7}{'decode tok/s':>13}{'TTFT s':>8}{'prompt tok/s':>13}"
+        f"{'sample CPU ms/tok':>18}{'CPU ms/tok host + cards':>25}"
+    )
     for side in SIDES:
         m = med[side]
-        print(f"{LABELS[side]:27}{m['generated_tokens']:7.0f}{m['decode_tps']:13.1f}{m['ttft_s']:8.3f}"
-              f"{m['prompt_tps']:13.1f}{m['sample_cpu_ms_tok']:18.2f}{m['host_cpu_ms_tok']:15.1f} + "
-              f"{m['cards_cpu_ms_tok']:.1f}")
-    print(f"{'ratio json/free':27}{'':7}{j['decode_tps'] / f['decode_tps']:13.2f}{j['ttft_s'] / f['ttft_s']:8.2f}"
-          f"{j['prompt_tps'] / f['prompt_tps']:13.2f}{'':18}{j['host_cpu_ms_tok'] / f['host_cpu_ms_tok']:15.2f}")
+        print(
+            f"{LABELS[side]:27}{m['generated_tokens']:7.0f}{m['decode_tps']:13.1f}{m['ttft_s']:8.3f}"
+            f"{m['prompt_tps']:13.1f}{m['sample_cpu_ms_tok']:18.2f}{m['host_cpu_ms_tok']:15.1f} + "
+            f"{m['cards_cpu_ms_tok']:.1f}"
+        )
+    print(
+        f"{'ratio json/free':27}{'':7}{j['decode_tps'] / f['decode_tps']:13.2f}{j['ttft_s'] / f['ttft_s']:8.2f}"
+        f"{j['prompt_tps'] / f['prompt_tps']:13.2f}{'':18}{j['host_cpu_ms_tok'] / f['host_cpu_ms_tok']:15.2f}"
+    )
     extra = j["sample_cpu_ms_tok"] - f["sample_cpu_ms_tok"]
-    print(f"\ndecode json/free, median of the {args.reps} per-rep ratios: {statistics.median(ratios):.2f} "
-          f"(range {min(ratios):.2f}-{max(ratios):.2f})")
-    print(f"the grammar's own cost: llm.sample() uses {extra:+.2f} ms of CPU per token more with the schema, "
-          f"{100 * extra * f['decode_tps'] / 1000:.0f} % of a free token's {1000 / f['decode_tps']:.1f} ms; the host "
-          f"process uses {j['host_cpu_ms_tok'] - f['host_cpu_ms_tok']:+.1f} ms CPU per token more; building the "
-          f"grammar takes {j['grammar_ms']:.0f} ms before the prompt is evaluated (part of json's TTFT)")
+    print(
+        f"\ndecode json/free, median of the {args.reps} per-rep ratios: {statistics.median(ratios):.2f} "
+        f"(range {min(ratios):.2f}-{max(ratios):.2f})"
+    )
+    print(
+        f"the grammar's own cost: llm.sample() uses {extra:+.2f} ms of CPU per token more with the schema, "
+        f"{100 * extra * f['decode_tps'] / 1000:.0f} % of a free token's {1000 / f['decode_tps']:.1f} ms; the host "
+        f"process uses {j['host_cpu_ms_tok'] - f['host_cpu_ms_tok']:+.1f} ms CPU per token more; building the "
+        f"grammar takes {j['grammar_ms']:.0f} ms before the prompt is evaluated (part of json's TTFT)"
+    )
     notes(runs, args)
     if args.json:
         record = {"args": vars(args), "info": info, "runs": runs, "medians": med}
@@ -284,15 +338,19 @@ def report(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace, info
 def notes(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
     tokens = {side: sorted({r["generated_tokens"] for r in v}) for side, v in runs.items()}
     if tokens["json"] != tokens["free"]:
-        print(f"token counts differ (json {tokens['json']}, free {tokens['free']}): an answer stopped before "
-              f"max_tokens {args.max_tokens} (a constrained one when its JSON is complete), so compare per-token "
-              "rates (decode tok/s, ms/token), not totals")
+        print(
+            f"token counts differ (json {tokens['json']}, free {tokens['free']}): an answer stopped before "
+            f"max_tokens {args.max_tokens} (a constrained one when its JSON is complete), so compare per-token "
+            "rates (decode tok/s, ms/token), not totals"
+        )
     else:
         print(f"both sides generated {tokens['json']} tokens per run: totals compare as well as rates")
     valid = sum(r["is_json"] for r in runs["json"])
     noisy = sum(r["other_cpu_pct"] > 15 for v in runs.values() for r in v)
-    print(f"constrained answers that parse as a JSON object: {valid} of {args.reps}; {noisy} of {2 * args.reps} runs "
-          "had other processes above 15 % of the machine's CPU")
+    print(
+        f"constrained answers that parse as a JSON object: {valid} of {args.reps}; {noisy} of {2 * args.reps} runs "
+        "had other processes above 15 % of the machine's CPU"
+    )
     for side in SIDES:
         texts = {r["text_crc"] for r in runs[side]}
         print(f"{side} answer ({len(texts)} distinct text(s)): {runs[side][0]['head']!r}")
@@ -305,13 +363,18 @@ def parse_args() -> argparse.Namespace:
     for flag, default, text in (
         ("--reps", 5, "measured runs per side (after one warm-up each)"),
         ("--max-tokens", 128, "max_tokens of both sides (a constrained answer may stop earlier)"),
-        ("--n-ctx", 4096, "context size"), ("--threads", 2, "n_threads of the host process"),
+        ("--n-ctx", 4096, "context size"),
+        ("--threads", 2, "n_threads of the host process"),
         ("--card-threads", 1, "threads per card agent"),
     ):
         p.add_argument(flag, type=int, default=default, help=text)
     p.add_argument("--inproc", action="store_true", help="no cards: every layer in the worker process")
-    p.add_argument("--case", choices=sorted(CASES), default="invoice",
-                   help="invoice: flat fields of a one-page invoice; table: a lab report's table of twelve results")
+    p.add_argument(
+        "--case",
+        choices=sorted(CASES),
+        default="invoice",
+        help="invoice: flat fields of a one-page invoice; table: a lab report's table of twelve results",
+    )
     p.add_argument("--ports", type=int, nargs=4, default=[30540, 30541, 30542, 30543], help="the cards' RPC ports")
     p.add_argument("--health-ports", type=int, nargs=4, default=None, help="default: RPC ports + 1000")
     p.add_argument("--cache-dir", default="/tmp/quartet-bench-extraction/rpc-cache", help="the cards' tensor cache")

@@ -57,8 +57,10 @@ def readers(files: int) -> None:
             kept.read(path, format="text", password=None, limits=limits)
             kept_s += time.perf_counter() - started
         kept.close()
-    print(f"reading {files} small text files: a process per document {apart_s / files * 1000:.1f} ms/file, "
-          f"a kept reader {kept_s / files * 1000:.1f} ms/file — ratio {apart_s / kept_s:.1f}×")
+    print(
+        f"reading {files} small text files: a process per document {apart_s / files * 1000:.1f} ms/file, "
+        f"a kept reader {kept_s / files * 1000:.1f} ms/file — ratio {apart_s / kept_s:.1f}×"
+    )
 
 
 def pagination(sizes: list[int]) -> None:
@@ -71,8 +73,10 @@ def pagination(sizes: list[int]) -> None:
         new_pages = len(paginate(text, page_chars=3000))
         new_s = time.perf_counter() - started
         assert old_pages == new_pages, (old_pages, new_pages)
-        print(f"paginating {size} MB ({new_pages} pages): before {old_s:.2f} s ({old_s / size:.3f} s/MB), "
-              f"Paginator {new_s:.2f} s ({new_s / size:.3f} s/MB) — ratio {old_s / new_s:.1f}×")
+        print(
+            f"paginating {size} MB ({new_pages} pages): before {old_s:.2f} s ({old_s / size:.3f} s/MB), "
+            f"Paginator {new_s:.2f} s ({new_s / size:.3f} s/MB) — ratio {old_s / new_s:.1f}×"
+        )
 
 
 def main() -> None:

@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from concurrency import client, start_app  # bench/concurrency.py
+
 from app.settings import Settings
-from bench.concurrency import client, start_app
 from launcher.cluster import CardProcesses
 
 # name → (settings, what it shows)
@@ -58,8 +60,9 @@ def main() -> int:
     results: dict[str, list[tuple[float, int]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)],
-                            card_cache_dir=work / "cache", card_threads=1)
+        settings = Settings(
+            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+        )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         try:

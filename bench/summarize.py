@@ -45,14 +45,18 @@ def main() -> int:
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="quartet-summarize-"))
     settings = Settings(
-        cards=[f"127.0.0.1:{port}" for port in args.ports], n_ctx=args.n_ctx, data_dir=work,
-        card_cache_dir=work / "rpc-cache", kb_dir=work / "kb",
+        cards=[f"127.0.0.1:{port}" for port in args.ports],
+        n_ctx=args.n_ctx,
+        data_dir=work,
+        card_cache_dir=work / "rpc-cache",
+        kb_dir=work / "kb",
     )
     cards = CardProcesses(settings, log_dir=work)
     cards.start_all()
     engine = EngineService(engine_config(settings), isolated=True)
-    knowledge = KnowledgeService(Database(settings.db_path), Embedder.packaged(), kb_dir=None,
-                                 options=KnowledgeOptions(watch=False))
+    knowledge = KnowledgeService(
+        Database(settings.db_path), Embedder.packaged(), kb_dir=None, options=KnowledgeOptions(watch=False)
+    )
     try:
         engine.start()
         knowledge.start()
@@ -60,8 +64,11 @@ def main() -> int:
         knowledge.ingest_paths([args.pdf])
         knowledge.wait_idle()
         (doc,) = knowledge.documents()
-        print(f"indexed {doc.name}: {doc.status}, {doc.pages_total} pages, {doc.chunk_count} chunks "
-              f"in {time.monotonic() - started:.1f} s", flush=True)
+        print(
+            f"indexed {doc.name}: {doc.status}, {doc.pages_total} pages, {doc.chunk_count} chunks "
+            f"in {time.monotonic() - started:.1f} s",
+            flush=True,
+        )
         assert engine.wait_ready(600), engine.status()["message"]
         summariser = Summariser(knowledge, engine, PROMPTS)
         print(f"{len(summariser.groups(knowledge.document_chunks(doc.id)))} parts at n_ctx {args.n_ctx}", flush=True)

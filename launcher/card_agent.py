@@ -180,8 +180,11 @@ def serve(args: argparse.Namespace) -> int:
     if cache:
         cache.mkdir(parents=True, exist_ok=True)
     rpc = threading.Thread(
-        target=ggml.serve_rpc, args=(endpoint,), kwargs={"cache_dir": cache, "threads": args.threads},
-        name="rpc", daemon=True,
+        target=ggml.serve_rpc,
+        args=(endpoint,),
+        kwargs={"cache_dir": cache, "threads": args.threads},
+        name="rpc",
+        daemon=True,
     )
     rpc.start()
     threading.Thread(target=_exit_when_done, args=(rpc, args.card), name="rpc-watch", daemon=True).start()

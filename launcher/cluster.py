@@ -33,13 +33,21 @@ class CardProcesses:
     def command(self, index: int) -> list[str]:
         s = self.settings
         return [
-            sys.executable, "-m", "launcher.card_agent",
-            "--card", str(index),
-            "--listen", s.cards[index],
-            "--health-port", str(int(s.cards[index].rpartition(":")[2]) + s.card_health_offset),
-            "--threads", str(s.last_card_threads if index == len(s.cards) - 1 else s.card_threads),
-            "--cache-dir", str(s.card_cache_dir),
-            "--sysfs-root", str(s.sysfs_root).replace("{card}", str(index)),
+            sys.executable,
+            "-m",
+            "launcher.card_agent",
+            "--card",
+            str(index),
+            "--listen",
+            s.cards[index],
+            "--health-port",
+            str(int(s.cards[index].rpartition(":")[2]) + s.card_health_offset),
+            "--threads",
+            str(s.last_card_threads if index == len(s.cards) - 1 else s.card_threads),
+            "--cache-dir",
+            str(s.card_cache_dir),
+            "--sysfs-root",
+            str(s.sysfs_root).replace("{card}", str(index)),
             "--die-with-parent",
         ]
 

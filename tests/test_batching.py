@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.harness import API_KEY, Appliance, get_json, metric, wait_until
 
@@ -49,16 +50,27 @@ def api(appliance: Appliance) -> openai.OpenAI:
 
 
 def stream(
-    appliance: Appliance, prompt: str | list[dict[str, str]], run: Run, *, max_tokens: int, leave_after: int = 0
+    appliance: Appliance,
+    prompt: str | list[ChatCompletionMessageParam],
+    run: Run,
+    *,
+    max_tokens: int,
+    leave_after: int = 0,
 ) -> None:
     """One streaming client (a prompt, or a whole conversation); with `leave_after`, it closes the connection
     after that many pieces. `run.started` is when it asked, `run.cached` the prompt tokens a slot held."""
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    messages: list[ChatCompletionMessageParam] = (
+        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    )
     run.started = time.monotonic()
     try:
         response = api(appliance).chat.completions.create(
-            model="m", messages=messages, max_tokens=max_tokens, temperature=0,  # type: ignore[arg-type]
-            stream=True, stream_options={"include_usage": True},
+            model="m",
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
         )
         for chunk in response:
             if chunk.usage and chunk.usage.prompt_tokens_details:
@@ -132,8 +144,11 @@ def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: App
 def test_stopping_one_of_four_lets_the_others_finish_and_frees_its_slot(appliance: Appliance) -> None:
     runs = [Run() for _ in range(5)]
     threads = [
-        threading.Thread(target=stream, args=(appliance, PROMPTS[i % 4], runs[i]),
-                         kwargs={"max_tokens": 160, "leave_after": 3 if i == 0 else 0})
+        threading.Thread(
+            target=stream,
+            args=(appliance, PROMPTS[i % 4], runs[i]),
+            kwargs={"max_tokens": 160, "leave_after": 3 if i == 0 else 0},
+        )
         for i in range(4)
     ]
     for thread in threads:
@@ -191,13 +206,16 @@ def test_a_card_killed_while_four_answers_run_fails_all_four_naming_it(appliance
     assert all(r.error is None and r.text for r in again), [r.error for r in again]
 
 
-
-def report(lines: int) -> list[dict[str, str]]:
+def report(lines: int) -> list[ChatCompletionMessageParam]:
     """A conversation whose history is a long shift report (60 lines: about 1,500 tokens)."""
-    log = "".join(f"Shift {i}: pump {i % 7} in hall {i % 3} ran at {61 + i % 17} degrees; valve {i % 5} checked.\n"
-                  for i in range(lines))
-    return [{"role": "system", "content": "You answer questions about the plant's shift log."},
-            {"role": "user", "content": "Here is the shift log.\n" + log + "Which pump ran hottest?"}]
+    log = "".join(
+        f"Shift {i}: pump {i % 7} in hall {i % 3} ran at {61 + i % 17} degrees; valve {i % 5} checked.\n"
+        for i in range(lines)
+    )
+    return [
+        {"role": "system", "content": "You answer questions about the plant's shift log."},
+        {"role": "user", "content": "Here is the shift log.\n" + log + "Which pump ran hottest?"},
+    ]
 
 
 def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot(appliance: Appliance) -> None:
@@ -219,8 +237,10 @@ def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot
     # row, ~4,600 RPC calls, which a starved machine slows more than reading (the real boards' q8_0
     # cache takes a few dozen). With QUARTET_KV_CACHE_MB=0 this fails: 4 tokens cached, first turn
     # 26.0 s, next turn 14.3 s (0.55; load ~20).
-    print(f"first turn TTFT {first.ttft:.2f} s ({first.prompt_tokens} tokens), next turn {second.ttft:.2f} s "
-          f"({second.cached} of {second.prompt_tokens} cached)")
+    print(
+        f"first turn TTFT {first.ttft:.2f} s ({first.prompt_tokens} tokens), next turn {second.ttft:.2f} s "
+        f"({second.cached} of {second.prompt_tokens} cached)"
+    )
     assert second.cached >= first.prompt_tokens, (first.prompt_tokens, second.cached)
     assert metric(appliance, "quartet_engine_host_restores_total") == restores + 1
     assert second.ttft <= 0.35 * first.ttft, (first.ttft, second.ttft)
@@ -228,8 +248,10 @@ def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot
 
 def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(appliance: Appliance) -> None:
     streaming = [Run() for _ in range(3)]
-    threads = [threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 400})
-               for p, r in zip(PROMPTS[:3], streaming, strict=True)]
+    threads = [
+        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 400})
+        for p, r in zip(PROMPTS[:3], streaming, strict=True)
+    ]
     for thread in threads:
         thread.start()
     wait_until(lambda: all(len(r.pieces) >= 20 for r in streaming), timeout=120)
@@ -248,8 +270,10 @@ def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(ap
     calm = max(r.largest_gap(calm_from, newcomer.started) for r in streaming)
     during = max(r.largest_gap(newcomer.started, newcomer.first_at) for r in streaming)
     reading = newcomer.ttft
-    print(f"largest gap alone {calm:.3f} s, while a {newcomer.prompt_tokens}-token prompt is read "
-          f"{during:.3f} s; it took {reading:.2f} s to read")
+    print(
+        f"largest gap alone {calm:.3f} s, while a {newcomer.prompt_tokens}-token prompt is read "
+        f"{during:.3f} s; it took {reading:.2f} s to read"
+    )
     # Chunked prefill: each step holds one token of each streaming answer plus at most prompt_chunk
     # (128) prompt tokens, so the longest wait is one such step, not the whole prompt. Measured (busy
     # 2-core machine shared with other jobs, 4 loopback cards): largest gap alone 0.30 s, while the

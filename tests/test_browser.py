@@ -57,8 +57,9 @@ def test_cards_tab_shows_a_panel_per_card(
 
 
 @pytest.mark.parametrize("size", [(1920, 1080), (1280, 800)])
-def test_kiosk_view_has_cards_and_chat_but_no_admin(browser: Any, appliance: Appliance, artifacts: Path,
-                                                    size: tuple[int, int]) -> None:
+def test_kiosk_view_has_cards_and_chat_but_no_admin(
+    browser: Any, appliance: Appliance, artifacts: Path, size: tuple[int, int]
+) -> None:
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.goto(appliance.url + "/kiosk/", wait_until="load")
     page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
@@ -133,12 +134,18 @@ def test_extract_with_a_template_see_the_table_and_export_csv(
     from tests.harness import wait_until
 
     invoice = tmp_path / "invoice-browser.txt"
-    invoice.write_text("INVOICE\nInvoice number: INV-77\nInvoice date: 2025-06-30\nSeller: Quartet Labs\n"
-                       "Buyer: Harbour Ltd\nTotal: 1,250.00 EUR\n", encoding="utf-8")
+    invoice.write_text(
+        "INVOICE\nInvoice number: INV-77\nInvoice date: 2025-06-30\nSeller: Quartet Labs\n"
+        "Buyer: Harbour Ltd\nTotal: 1,250.00 EUR\n",
+        encoding="utf-8",
+    )
     c = Client(appliance.url, verbose=False)
     c.predict([handle_file(str(invoice))], api_name="/ingest")
-    wait_until(lambda: any(d["name"] == invoice.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
-               timeout=120, every=0.5)
+    wait_until(
+        lambda: any(d["name"] == invoice.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
+        timeout=120,
+        every=0.5,
+    )
     page = browser.new_page(viewport={"width": 1280, "height": 1200})
     page.goto(appliance.url, wait_until="load")
     page.get_by_role("tab", name="Extraction").click()
@@ -198,16 +205,19 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
     listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Count)
     threading.Thread(target=listener.serve_forever, daemon=True).start()
     spy = f"http://127.0.0.1:{listener.server_address[1]}"
-    text = (f"Look: ![chart]({spy}/md.png?q=secret) and <img src=\"{spy}/html.png\"> "
-            f"and [click me](javascript:alert(1)) and `<img src=\"{spy}/code.png\">` in code.")
+    text = (
+        f'Look: ![chart]({spy}/md.png?q=secret) and <img src="{spy}/html.png"> '
+        f'and [click me](javascript:alert(1)) and `<img src="{spy}/code.png">` in code.'
+    )
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
         page.goto(appliance.url, wait_until="load")
         page.locator("#chat-input textarea").wait_for(timeout=15_000)
         page.locator("#chat-input textarea").fill(text)
         page.locator("#send").click()
-        page.wait_for_function("() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)",
-                               timeout=90_000)  # the answer is over
+        page.wait_for_function(
+            "() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)", timeout=90_000
+        )  # the answer is over
         page.wait_for_timeout(500)
         user = page.locator("#chatbot .message.user, #chatbot [data-testid='user']").last.inner_text()
         assert "chart" in user and "click me" in user and "code.png" in user
@@ -217,6 +227,7 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
     finally:
         page.close()
         listener.shutdown()
+
 
 def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_the_table(
     browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
@@ -229,13 +240,19 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
     from tests.harness import wait_until
 
     report = tmp_path / "lab-browser.txt"
-    report.write_text("LABORATORY REPORT\nReport no.: LR-77\n\nAnalyte        Result    Unit       Reference\n"
-                      "Sodium         141       mmol/L     135-145\nPotassium      5.9       mmol/L     3.5-5.1\n"
-                      "Chloride       102       mmol/L     98-107\n", encoding="utf-8")
+    report.write_text(
+        "LABORATORY REPORT\nReport no.: LR-77\n\nAnalyte        Result    Unit       Reference\n"
+        "Sodium         141       mmol/L     135-145\nPotassium      5.9       mmol/L     3.5-5.1\n"
+        "Chloride       102       mmol/L     98-107\n",
+        encoding="utf-8",
+    )
     c = Client(appliance.url, verbose=False)
     c.predict([handle_file(str(report))], api_name="/ingest")
-    wait_until(lambda: any(d["name"] == report.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
-               timeout=120, every=0.5)
+    wait_until(
+        lambda: any(d["name"] == report.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
+        timeout=120,
+        every=0.5,
+    )
     page = browser.new_page(viewport={"width": 1280, "height": 1400})
     page.goto(appliance.url, wait_until="load")
     page.get_by_role("tab", name="Extraction").click()
@@ -251,8 +268,9 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
     assert grid.locator("tr").count() >= 2, "the results table has a row"
     assert grid.locator("td .q-ok, td .q-warn, td .q-muted").count() >= 1, "each cell says whether its page has it"
     rows = page.locator("#extract-table-rows")
-    page.wait_for_function("() => document.querySelector('#extract-table-rows').innerText.includes('lab-browser')",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector('#extract-table-rows').innerText.includes('lab-browser')", timeout=15_000
+    )
     page.screenshot(path=str(artifacts / "extraction-table.png"), full_page=True)
     cell = rows.locator("[data-testid='cell-0-2']")  # document, row, analyte
     cell.dblclick()

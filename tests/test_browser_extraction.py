@@ -18,8 +18,10 @@ from tests.harness import Appliance, wait_until
 pytestmark = pytest.mark.browser
 
 SIZE = {"width": 1280, "height": 800}
-INVOICE = ("INVOICE\nInvoice number: INV-4410\nInvoice date: 2025-05-02\nSeller: Quartet Labs GmbH\n"
-           "Buyer: Harbour Ltd\nOrder reference: PO-5512 (quote this on every payment)\nTotal: 980.00 EUR\n")
+INVOICE = (
+    "INVOICE\nInvoice number: INV-4410\nInvoice date: 2025-05-02\nSeller: Quartet Labs GmbH\n"
+    "Buyer: Harbour Ltd\nOrder reference: PO-5512 (quote this on every payment)\nTotal: 980.00 EUR\n"
+)
 # How many text lines a header's text takes (a header stacked one letter per line takes many).
 LINES = """(th) => {
   const el = th.querySelector('.header') || th;
@@ -42,12 +44,16 @@ def finished(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> 
     doc.write_text(INVOICE, encoding="utf-8")
     client = Client(appliance.url, verbose=False)
     client.predict([handle_file(str(doc))], api_name="/ingest")
-    indexed = lambda: any(d["name"] == doc.name and d["status"] == "ok"  # noqa: E731
-                          for d in client.predict(api_name="/documents"))
+    indexed = lambda: any(  # noqa: E731
+        d["name"] == doc.name and d["status"] == "ok" for d in client.predict(api_name="/documents")
+    )
     wait_until(indexed, timeout=180, every=0.5)
     run_id = client.predict([doc.name], "", "invoice", api_name="/extraction_run")
-    wait_until(lambda: client.predict(run_id, api_name="/extraction_results")["status"] in ("done", "error"),
-               timeout=300, every=1.0)
+    wait_until(
+        lambda: client.predict(run_id, api_name="/extraction_results")["status"] in ("done", "error"),
+        timeout=300,
+        every=1.0,
+    )
     return run_id, doc.name
 
 
@@ -62,8 +68,9 @@ def open_tab(browser: Any, appliance: Appliance) -> Any:
 def show_run(page: Any, run_id: int, name: str) -> None:
     page.locator("#extract-runs input").click()
     page.get_by_role("option", name=re.compile(rf"^#{run_id} ")).click()
-    page.wait_for_function("n => document.querySelector('#extract-results').innerText.includes(n)", arg=name,
-                           timeout=20_000)
+    page.wait_for_function(
+        "n => document.querySelector('#extract-results').innerText.includes(n)", arg=name, timeout=20_000
+    )
 
 
 def field_table_of_the_invoice(page: Any) -> None:
@@ -71,8 +78,9 @@ def field_table_of_the_invoice(page: Any) -> None:
     page.get_by_role("option", name="Invoice", exact=True).click()
     page.locator("#custom-schema").get_by_text("Custom schema").first.click()
     page.locator("#from-template").click()
-    page.wait_for_function("() => document.querySelector('#field-table').innerText.includes('invoice_number')",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector('#field-table').innerText.includes('invoice_number')", timeout=15_000
+    )
 
 
 def edit_cell(frame: Any, row: int, column: int, text: str) -> None:
@@ -105,11 +113,14 @@ def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, applianc
     page.locator(f"#field-table [data-testid='cell-{before}-2']").click()  # a cell of the new row
     page.locator("#field-type input").click()
     page.get_by_role("option", name="table", exact=True).click()
-    page.wait_for_function(f"() => document.querySelector(\"#field-table [data-testid='cell-{before}-1']\")"
-                           ".innerText.trim() === 'table'", timeout=15_000)
+    page.wait_for_function(
+        f"() => document.querySelector(\"#field-table [data-testid='cell-{before}-1']\").innerText.trim() === 'table'",
+        timeout=15_000,
+    )
     assert page.locator("#column-table").is_visible(), "a table's columns are edited in a second small table"
-    page.wait_for_function("() => document.querySelector('#column-table').innerText.includes('parts')",
-                           timeout=15_000)  # the new table got a first column row to fill in
+    page.wait_for_function(
+        "() => document.querySelector('#column-table').innerText.includes('parts')", timeout=15_000
+    )  # the new table got a first column row to fill in
     page.locator("#field-table").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "extraction-fields-1280x800.png"))
     page.locator("#field-delete").click()

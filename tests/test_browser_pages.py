@@ -33,8 +33,13 @@ def ingest(appliance: Appliance, path: Path) -> int:
 
     c = Client(appliance.url, verbose=False)
     c.predict([handle_file(str(path))], api_name="/ingest")
-    doc = wait_until(lambda: next((d for d in c.predict(api_name="/documents")
-                                   if d["name"] == path.name and d["status"] == "ok"), None), timeout=180, every=0.5)
+    doc = wait_until(
+        lambda: next(
+            (d for d in c.predict(api_name="/documents") if d["name"] == path.name and d["status"] == "ok"), None
+        ),
+        timeout=180,
+        every=0.5,
+    )
     return int(doc["id"])
 
 
@@ -91,11 +96,18 @@ def test_a_drop_with_a_file_too_large_reports_and_indexes_every_other_file(
     page.get_by_role("tab", name="Documents").click()
     page.locator("#upload input[type=file]").set_input_files([str(small), str(huge), str(other)])
     status = page.locator("#upload-status")
-    page.wait_for_function("() => /huge-scan-ui\\.pdf[^\\n]*refused[^\\n]*larger than 200 MB/.test("
-                           "document.querySelector('#upload-status').innerText)", timeout=30_000)
+    page.wait_for_function(
+        "() => /huge-scan-ui\\.pdf[^\\n]*refused[^\\n]*larger than 200 MB/.test("
+        "document.querySelector('#upload-status').innerText)",
+        timeout=30_000,
+    )
     for name in (small.name, other.name):
-        page.wait_for_function("n => new RegExp(n.replace('.', '\\\\.') + '[^\\\\n]*indexed').test("
-                               "document.querySelector('#upload-status').innerText)", arg=name, timeout=180_000)
+        page.wait_for_function(
+            "n => new RegExp(n.replace('.', '\\\\.') + '[^\\\\n]*indexed').test("
+            "document.querySelector('#upload-status').innerText)",
+            arg=name,
+            timeout=180_000,
+        )
     lines = [line for line in status.inner_text().splitlines() if "-ui." in line]
     assert len([line for line in lines if "huge-scan-ui.pdf" in line]) == 1, lines
     assert not page.locator(TOAST).filter(has_text="exceed").count(), "the browser refused the drop"
@@ -136,9 +148,11 @@ def test_a_citation_in_the_answer_opens_its_source(
         assert view.locator("mark").first.inner_text().strip(), "the cited passage is not highlighted"
         picked = page.locator("#sources label").filter(has=page.locator("input:checked"))
         assert re.match(rf"\[[\d, ]*\b{number}\b", picked.inner_text()), picked.inner_text()
-        page.wait_for_function("() => { const r = document.querySelector('#page-view .q-page')"
-                               ".getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; }",
-                               timeout=5_000)  # scrolled to it, on a phone too
+        page.wait_for_function(
+            "() => { const r = document.querySelector('#page-view .q-page')"
+            ".getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; }",
+            timeout=5_000,
+        )  # scrolled to it, on a phone too
         page.locator("#page-view[data-cited]").wait_for(timeout=5_000)  # the source is highlighted
         page.screenshot(path=str(artifacts / f"documents-citation-{size[0]}x{size[1]}.png"))
     finally:
@@ -197,10 +211,12 @@ def answered(page: Any, text: str) -> None:
     page.locator("#chat-input textarea").fill(text)
     page.locator("#send").click()
     page.locator("#chatbot [data-testid='user']").get_by_text(text).wait_for(timeout=15_000)
-    page.wait_for_function("() => /generating|waiting|reading/.test(document.querySelector('#chat-status').innerText)"
-                           " || /tok\\/s/.test(document.querySelector('#chat-status').innerText)", timeout=60_000)
-    page.wait_for_function("() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)",
-                           timeout=90_000)
+    page.wait_for_function(
+        "() => /generating|waiting|reading/.test(document.querySelector('#chat-status').innerText)"
+        " || /tok\\/s/.test(document.querySelector('#chat-status').innerText)",
+        timeout=60_000,
+    )
+    page.wait_for_function("() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)", timeout=90_000)
     page.locator("#send").wait_for(state="visible", timeout=10_000)
 
 
@@ -295,13 +311,20 @@ def test_read_it_all_can_be_stopped_and_a_document_indexed_again(
         page.locator("#reindex-doc").click()
         page.wait_for_timeout(1_000)
         assert not page.locator(TOAST).count(), page.locator(TOAST).all_inner_texts()
-        again = wait_until(lambda: (d := document(appliance, doc_id))["status"] == "ok"
-                           and d["indexed_at"] != before["indexed_at"] and d, timeout=180, every=0.5)
+        again = wait_until(
+            lambda: (
+                (d := document(appliance, doc_id))["status"] == "ok" and d["indexed_at"] != before["indexed_at"] and d
+            ),
+            timeout=180,
+            every=0.5,
+        )
         assert again["chunks"] == before["chunks"]  # (its row may be out of the table's view: many documents)
-        lines = page.evaluate("() => [...document.querySelectorAll('#documents th')].map(th => {"
-                              " const r = document.createRange(); r.selectNodeContents(th.querySelector('.header')"
-                              " || th); return [th.innerText.trim(), new Set([...r.getClientRects()]"
-                              ".map(x => Math.round(x.top))).size]; })")
+        lines = page.evaluate(
+            "() => [...document.querySelectorAll('#documents th')].map(th => {"
+            " const r = document.createRange(); r.selectNodeContents(th.querySelector('.header')"
+            " || th); return [th.innerText.trim(), new Set([...r.getClientRects()]"
+            ".map(x => Math.round(x.top))).size]; })"
+        )
         assert lines and all(n == 1 for _, n in lines), f"headers broken over lines ('Pas/sag/es'): {lines}"
     finally:
         page.close()
@@ -314,8 +337,9 @@ def test_the_trash_icon_starts_a_new_chat(browser: Any, appliance: Appliance) ->
     page.locator("#new-chat").click()
     send(page, "Before the trash: say one.")
     page.locator("#chatbot button[aria-label*='clear' i], #chatbot button[title*='clear' i]").first.click()
-    page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('Before the trash')",
-                           timeout=10_000)
+    page.wait_for_function(
+        "() => !document.querySelector('#chatbot').innerText.includes('Before the trash')", timeout=10_000
+    )
     answered(page, "After the trash: say two.")
     texts = page.locator("#chatbot [data-testid='user']").all_inner_texts()
     assert texts == ["After the trash: say two."], f"the cleared history came back: {texts}"

@@ -17,8 +17,12 @@ pytestmark = pytest.mark.browser
 SIZES = [(1280, 800), (1366, 768), (1920, 1080), (390, 844)]
 # (tab, what must be on the first screen); the extraction tab's layout belongs to its own rewrite, so
 # there only the fit across is checked
-TABS = [("Chat", "#chat-input, #send, #regenerate"), ("Documents", "#ask, #question"), ("Extraction", None),
-        ("Cards", "#card-panels .q-panel")]
+TABS = [
+    ("Chat", "#chat-input, #send, #regenerate"),
+    ("Documents", "#ask, #question"),
+    ("Extraction", None),
+    ("Cards", "#card-panels .q-panel"),
+]
 
 
 def fits(page: Any, where: str, primary: str | None, height: int) -> list[str]:

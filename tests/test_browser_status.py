@@ -73,8 +73,11 @@ class Streams:
     def _stream(self, i: int) -> None:
         try:
             response = self.client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": f"Count from {i} to 2000, one number per line."}],
-                max_tokens=1500, temperature=0, stream=True,
+                model="m",
+                messages=[{"role": "user", "content": f"Count from {i} to 2000, one number per line."}],
+                max_tokens=1500,
+                temperature=0,
+                stream=True,
             )
             for chunk in response:
                 if any(choice.delta.content for choice in chunk.choices):
@@ -113,6 +116,6 @@ def test_with_every_slot_taken_the_page_says_waiting_and_its_position(
     seen: list[str] = page.evaluate("window.__seen")
     waited = [i for i, text in enumerate(seen) if "⏳ waiting, position" in text]
     assert waited, seen
-    assert any("tok/s" in text for text in seen[waited[-1]:]), seen
+    assert any("tok/s" in text for text in seen[waited[-1] :]), seen
     assert not any("reading your question" in text for text in seen[: waited[0]]), seen
     page.close()

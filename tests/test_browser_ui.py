@@ -47,8 +47,9 @@ def open_chat(browser: Any, url: str, width: int, height: int, **options: Any) -
 def send(page: Any, text: str) -> None:
     page.locator("#chat-input textarea").fill(text)
     page.locator("#send").click()
-    page.wait_for_function("() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)",
-                           timeout=90_000)
+    page.wait_for_function(
+        "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)", timeout=90_000
+    )
     page.locator("#send").wait_for(state="visible", timeout=10_000)
 
 
@@ -87,8 +88,9 @@ def test_send_turns_into_stop_and_regenerate_waits_for_an_answer(browser: Any, a
     page.locator("#chat-input textarea").fill("Tell me a long story about the sea.")
     page.locator("#send").click()
     page.locator("#stop").wait_for(state="visible", timeout=10_000)
-    swapped = page.evaluate("() => [document.querySelector('#send'), document.querySelector('#stop')]"
-                            ".map(e => !!(e && e.offsetParent))")
+    swapped = page.evaluate(
+        "() => [document.querySelector('#send'), document.querySelector('#stop')].map(e => !!(e && e.offsetParent))"
+    )
     assert swapped == [False, True], f"while streaming (send, stop) visible: {swapped}"
     with contextlib.suppress(Exception):  # a short answer may be over before the click
         page.locator("#stop").click(timeout=2_000)
@@ -153,8 +155,12 @@ def test_dark_mode_card_panels_are_readable(browser: Any, appliance: Appliance, 
     page.get_by_role("tab", name="Cards").click()
     page.locator("#card-panels .q-panel .q-v").first.wait_for(timeout=15_000)
     page.screenshot(path=str(artifacts / "cards-dark.png"), full_page=True)
-    for selector in ("#card-panels .q-panel .q-v", "#card-panels .q-panel .q-title", "#q-header .q-card",
-                     "#q-header .q-state"):
+    for selector in (
+        "#card-panels .q-panel .q-v",
+        "#card-panels .q-panel .q-title",
+        "#q-header .q-card",
+        "#q-header .q-state",
+    ):
         for element in page.locator(selector).all()[:6]:
             ratio = element.evaluate(CONTRAST)
             assert ratio >= 4.5, f"{selector} '{element.inner_text()}' has contrast {ratio:.2f}"
@@ -182,10 +188,16 @@ def test_the_kiosk_fills_its_screen_in_large_type(browser: Any, appliance: Appli
 def lone_app(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """An app of its own (no cards: only the page matters), to be stopped by the test."""
     port = free_port()
-    env = {**os.environ, "QUARTET_PORT": str(port), "QUARTET_DATA_DIR": str(tmp_path / "var"),
-           "QUARTET_KB_DIR": str(tmp_path / "kb"), "QUARTET_CARDS": json.dumps(["127.0.0.1:1"])}
-    proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "QUARTET_PORT": str(port),
+        "QUARTET_DATA_DIR": str(tmp_path / "var"),
+        "QUARTET_KB_DIR": str(tmp_path / "kb"),
+        "QUARTET_CARDS": json.dumps(["127.0.0.1:1"]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -270,10 +282,14 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     page.locator("#upload input[type=file]").set_input_files([str(good), str(broken)])
     status = page.locator("#upload-status")
     status.get_by_text("ops-handbook-ui.pdf").wait_for(timeout=30_000)
-    page.wait_for_function("() => /ops-handbook-ui\\.pdf[^\\n]*indexed/.test("
-                           "document.querySelector('#upload-status').innerText)", timeout=180_000)
-    page.wait_for_function("() => /broken-scan-ui\\.pdf[^\\n]*not indexed/.test("
-                           "document.querySelector('#upload-status').innerText)", timeout=60_000)
+    page.wait_for_function(
+        "() => /ops-handbook-ui\\.pdf[^\\n]*indexed/.test(document.querySelector('#upload-status').innerText)",
+        timeout=180_000,
+    )
+    page.wait_for_function(
+        "() => /broken-scan-ui\\.pdf[^\\n]*not indexed/.test(document.querySelector('#upload-status').innerText)",
+        timeout=60_000,
+    )
     assert "{" not in status.inner_text(), "the upload report is raw JSON"
     page.screenshot(path=str(artifacts / "documents-1280x800.png"))
 
@@ -301,8 +317,9 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     page.get_by_role("option", name="broken-scan-ui.pdf").click()
     page.locator("#delete-doc").click()
     page.locator("#delete-doc-confirm").click()
-    page.wait_for_function("() => !document.querySelector('#documents').innerText.includes('broken-scan-ui.pdf')",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => !document.querySelector('#documents').innerText.includes('broken-scan-ui.pdf')", timeout=15_000
+    )
     page.close()
     from gradio_client import Client
 
@@ -330,8 +347,9 @@ def test_regenerate_keeps_versions_and_a_question_can_be_edited(browser: Any, ap
     page.locator("#chatbot textarea").last.fill("Name a fruit.")
     page.locator("#chatbot").get_by_role("button", name=re.compile("Submit|Save", re.I)).last.click()
     page.locator("#chatbot [data-testid='user']").get_by_text("Name a fruit.").wait_for(timeout=30_000)
-    page.wait_for_function("() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)",
-                           timeout=90_000)
+    page.wait_for_function(
+        "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)", timeout=90_000
+    )
     texts = page.locator("#chatbot [data-testid='user']").all_inner_texts()
     assert texts == ["Name a fruit."], f"the edited question should replace the old one: {texts}"
     page.close()

@@ -38,7 +38,9 @@ def test_an_internal_link_address_can_be_allowed_explicitly() -> None:
 def test_the_agent_exits_instead_of_binding_the_lan() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "launcher.card_agent", "--card", "0", "--listen", "0.0.0.0:30299"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "refusing to serve RPC on 0.0.0.0" in done.stderr
@@ -76,7 +78,9 @@ def test_rpc_port_in_use_is_a_clear_failure(appliance_cards: CardProcesses) -> N
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "launcher.card_agent", "--card", "9", "--listen", taken, "--health-port", "31299"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode != 0
     assert "could not listen" in done.stderr or "Failed to create server socket" in done.stderr

@@ -29,9 +29,17 @@ def make_gguf(path: Path, *, layers: int = 8, tied: bool = False) -> Path:
     """A GGUF (v3) whose header says what a llama model of `layers` F16 layers holds; its data is a
     sparse hole of the right size, so the file is whole without taking the disk."""
     fields = [("general.architecture", 8, _string("llama"))]
-    fields += [(f"llama.{key}", 4, struct.pack("<I", value)) for key, value in [
-        ("block_count", layers), ("embedding_length", 4096), ("attention.head_count", 32),
-        ("attention.head_count_kv", 8), ("attention.key_length", 128), ("context_length", 8192)]]
+    fields += [
+        (f"llama.{key}", 4, struct.pack("<I", value))
+        for key, value in [
+            ("block_count", layers),
+            ("embedding_length", 4096),
+            ("attention.head_count", 32),
+            ("attention.head_count_kv", 8),
+            ("attention.key_length", 128),
+            ("context_length", 8192),
+        ]
+    ]
     tokens = struct.pack("<IQ", 8, N_VOCAB) + b"".join(_string(f"t{i}") for i in range(N_VOCAB))
     fields.append(("tokenizer.ggml.tokens", 9, tokens))
     tensors = [("token_embd.weight", (4096, N_VOCAB))]

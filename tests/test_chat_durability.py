@@ -24,18 +24,31 @@ def said(role: str, content: str, status: str = "ok") -> StoredMessage:
 
 def test_only_answered_questions_go_back_to_the_model() -> None:
     messages = [
-        said("user", "one"), said("assistant", "first answer"),
-        said("user", "too long"), said("assistant", "", "error"),  # overflow: failed before a word
-        said("user", "queued then stopped"), said("assistant", "", "stopped"),
-        said("user", "card down"), said("assistant", "half an ans", "error"),
-        said("user", "two"), said("assistant", "second, cut", "stopped"),
-        said("user", "crashed"), said("assistant", "partial", "interrupted"),
+        said("user", "one"),
+        said("assistant", "first answer"),
+        said("user", "too long"),
+        said("assistant", "", "error"),  # overflow: failed before a word
+        said("user", "queued then stopped"),
+        said("assistant", "", "stopped"),
+        said("user", "card down"),
+        said("assistant", "half an ans", "error"),
+        said("user", "two"),
+        said("assistant", "second, cut", "stopped"),
+        said("user", "crashed"),
+        said("assistant", "partial", "interrupted"),
         said("user", "no answer at all"),
         said("user", "three"),
     ]
     kept = [(m.role, m.content) for m in model_history(messages)]
-    assert kept == [("user", "one"), ("assistant", "first answer"), ("user", "two"), ("assistant", "second, cut"),
-                    ("user", "crashed"), ("assistant", "partial"), ("user", "three")]
+    assert kept == [
+        ("user", "one"),
+        ("assistant", "first answer"),
+        ("user", "two"),
+        ("assistant", "second, cut"),
+        ("user", "crashed"),
+        ("assistant", "partial"),
+        ("user", "three"),
+    ]
     roles = [role for role, _ in kept]
     assert all(a != b for a, b in itertools.pairwise(roles)), "roles must alternate"
 
@@ -66,8 +79,13 @@ def test_a_failed_answer_does_not_break_the_conversation(appliance: Appliance) -
 
 def test_the_app_killed_mid_answer_keeps_what_was_shown(appliance: Appliance) -> None:
     c = Client(appliance.url, verbose=False)
-    job = c.submit("Write a very long story about a lighthouse keeper and the sea, in many chapters.", "", "", 2000,
-                   api_name="/chat")
+    job = c.submit(
+        "Write a very long story about a lighthouse keeper and the sea, in many chapters.",
+        "",
+        "",
+        2000,
+        api_name="/chat",
+    )
     shown, cid = "", ""
     deadline = time.monotonic() + 120
     while len(shown) < 40:

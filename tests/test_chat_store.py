@@ -74,8 +74,9 @@ def test_regenerate_sets_aside_only_the_trailing_answer_and_keeps_it_as_a_versio
 def test_editing_a_question_sets_it_and_what_followed_aside(tmp_path: Path) -> None:
     s = store(tmp_path / "q.db")
     cid = s.create("", owner="browser:a")
-    ids = [s.add(cid, role, text) for role, text in [("user", "a"), ("assistant", "b"), ("user", "c"),
-                                                      ("assistant", "d")]]
+    ids = [
+        s.add(cid, role, text) for role, text in [("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d")]
+    ]
     s.retire_from(cid, ids[2])
     s.add(cid, "user", "c, said better")
     assert [m.content for m in s.messages(cid)] == ["a", "b", "c, said better"]
@@ -107,17 +108,26 @@ def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
 
     from app.chat.service import ChatService, ConversationNotFound
 
-    chat = ChatService(store(tmp_path / "q.db"), None, max_tokens=8, temperature=0,  # type: ignore[arg-type]
-                       system_prompt="Be kind.")
+    chat = ChatService(
+        store(tmp_path / "q.db"),
+        None,  # type: ignore[arg-type]
+        max_tokens=8,
+        temperature=0,
+        system_prompt="Be kind.",
+    )
     mine = chat.open(None, owner="browser:a")
     chat.store.add(mine, "user", "Our **budget** for 2027")
     chat.store.add(mine, "assistant", "It is 42 k€.", stats={"generated_tokens": 5})
     theirs = chat.open(None, owner="browser:b", system_prompt="")
     assert [c.id for c in chat.recent("browser:a")] == [mine]
     assert [c.id for c in chat.recent("browser:b")] == [theirs]
-    for action in (lambda: chat.history(mine, owner="browser:b"), lambda: chat.delete(mine, owner="browser:b"),
-                   lambda: chat.rename(mine, "x", owner="browser:b"), lambda: chat.open(mine, owner="api"),
-                   lambda: chat.export(mine, owner="user:eve", as_json=True)):
+    for action in (
+        lambda: chat.history(mine, owner="browser:b"),
+        lambda: chat.delete(mine, owner="browser:b"),
+        lambda: chat.rename(mine, "x", owner="browser:b"),
+        lambda: chat.open(mine, owner="api"),
+        lambda: chat.export(mine, owner="user:eve", as_json=True),
+    ):
         with pytest.raises(ConversationNotFound, match="There is no conversation"):
             action()
     assert chat.conversation(mine, owner="browser:a").title == "Our budget for 2027"  # no Markdown in titles

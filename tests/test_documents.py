@@ -49,8 +49,9 @@ def test_uploaded_files_are_indexed_with_their_pages(library: dict[str, dict[str
     assert "password" in locked["error"].lower()
 
 
-def test_an_answer_streams_with_sources_that_name_file_and_page(appliance: Appliance,
-                                                                library: dict[str, dict[str, Any]]) -> None:
+def test_an_answer_streams_with_sources_that_name_file_and_page(
+    appliance: Appliance, library: dict[str, dict[str, Any]]
+) -> None:
     c = Client(appliance.url, verbose=False)
     job = c.submit("At what temperature do the cards throttle?", [library[HANDBOOK]["id"]], api_name="/ask")
     updates = list(job)
@@ -81,8 +82,9 @@ def test_chinese_questions_find_chinese_passages(appliance: Appliance, library: 
     assert any("RPC" in s["text"] for s in sources)
 
 
-def test_a_question_the_documents_cannot_answer_says_so(appliance: Appliance,
-                                                        library: dict[str, dict[str, Any]]) -> None:
+def test_a_question_the_documents_cannot_answer_says_so(
+    appliance: Appliance, library: dict[str, dict[str, Any]]
+) -> None:
     c = Client(appliance.url, verbose=False)
     answer, sources = c.submit("Which football club won the 1954 World Cup final?", [], api_name="/ask").result()
     assert answer == NOTHING_FOUND and sources == []
@@ -110,6 +112,13 @@ def test_an_encrypted_pdf_opens_with_its_password(appliance: Appliance, library:
     locked = library[ENCRYPTED]
     assert locked["error_kind"] == "encrypted"
     c.predict(locked["id"], PASSWORD, api_name="/unlock")
-    opened = wait_until(lambda: (d := next(d for d in c.predict(api_name="/documents") if d["id"] == locked["id"]))
-                        and d["status"] == "ok" and d, timeout=90, every=0.5)
+    opened = wait_until(
+        lambda: (
+            (d := next(d for d in c.predict(api_name="/documents") if d["id"] == locked["id"]))
+            and d["status"] == "ok"
+            and d
+        ),
+        timeout=90,
+        every=0.5,
+    )
     assert opened["pages"] >= 1 and opened["chunks"] > 0

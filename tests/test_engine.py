@@ -21,7 +21,10 @@ def engine(engine_cards: CardProcesses) -> Iterator[object]:
 
     engine = Engine(
         EngineConfig(
-            model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards), n_ctx=2048,
+            model_path=DEMO_MODEL,
+            model_name="demo",
+            cards=tuple(engine_cards.settings.cards),
+            n_ctx=2048,
             prompt_chunk=64,
         )
     )
@@ -101,7 +104,7 @@ def test_cancel_during_prompt_processing_frees_the_engine_fast(engine: object) -
 
 
 def test_cancel_during_decoding(engine: object) -> None:
-    seen = []
+    seen: list[Token] = []
 
     def cancelled() -> bool:
         return len(seen) >= 3
@@ -119,7 +122,8 @@ def test_follow_up_reuses_the_cached_prefix(engine: object) -> None:
     text, _ = run(engine, first)
     follow = GenerationRequest(
         messages=(*first.messages, Message("assistant", text), Message("user", "What number?")),
-        max_tokens=8, temperature=0.0,
+        max_tokens=8,
+        temperature=0.0,
     )
     _, done = run(engine, follow)
     assert done.stats.cached_tokens > 0
@@ -128,8 +132,9 @@ def test_follow_up_reuses_the_cached_prefix(engine: object) -> None:
 def test_tensor_split_mode_is_refused_before_llama_aborts(engine_cards: CardProcesses) -> None:
     from app.engine.engine import Engine
 
-    config = EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards),
-                          split_mode="tensor")
+    config = EngineConfig(
+        model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards), split_mode="tensor"
+    )
     with pytest.raises(EngineError, match=r"not supported over RPC"):
         Engine(config)
 
@@ -193,8 +198,11 @@ def test_llama_logs_after_load_reach_a_live_callback(engine: object) -> None:
 def test_checking_the_picked_token_gives_the_same_json_as_the_grammar_over_every_token(engine: object) -> None:
     import json
 
-    schema = {"type": "object", "properties": {"colour": {"type": "string", "maxLength": 12},
-                                               "count": {"type": "integer"}}, "required": ["colour", "count"]}
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"type": "string", "maxLength": 12}, "count": {"type": "integer"}},
+        "required": ["colour", "count"],
+    }
     request = ask("Describe one colour and a count as JSON.", max_tokens=64, json_schema=json.dumps(schema))
     texts = {}
     for check in (True, False):

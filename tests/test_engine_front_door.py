@@ -24,8 +24,12 @@ N_CTX = 1024
 @pytest.fixture(scope="module")
 def engine(engine_cards: CardProcesses) -> Iterator[EngineService]:
     config = EngineConfig(
-        model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards), n_ctx=N_CTX,
-        prompt_chunk=64, parallel=2,
+        model_path=DEMO_MODEL,
+        model_name="demo",
+        cards=tuple(engine_cards.settings.cards),
+        n_ctx=N_CTX,
+        prompt_chunk=64,
+        parallel=2,
     )
     service = EngineService(config, isolated=True)
     service.start()

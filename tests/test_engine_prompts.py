@@ -15,9 +15,18 @@ from app.settings import DEMO_MODEL
 from launcher.cluster import CardProcesses
 from tests.test_openai_tools import TOOLS_TEMPLATE
 
-TOOLS = json.dumps([{"type": "function", "function": {
-    "name": "get_weather", "description": "The weather now in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+TOOLS = json.dumps(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather now in a city.",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        }
+    ]
+)
 LISTING = "You can call tools. Each tool is listed with its name: get_weather (the weather now in a city)."
 
 
@@ -27,8 +36,16 @@ def engine(engine_cards: CardProcesses, tmp_path_factory: pytest.TempPathFactory
 
     templates: Path = tmp_path_factory.mktemp("templates")
     (templates / "tools.jinja").write_text(TOOLS_TEMPLATE, encoding="utf-8")
-    engine = Engine(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards),
-                                 n_ctx=1024, template_dir=templates, chat_template="tools.jinja"))
+    engine = Engine(
+        EngineConfig(
+            model_path=DEMO_MODEL,
+            model_name="demo",
+            cards=tuple(engine_cards.settings.cards),
+            n_ctx=1024,
+            template_dir=templates,
+            chat_template="tools.jinja",
+        )
+    )
     engine.load()
     yield engine
     engine.close()

@@ -23,8 +23,12 @@ from launcher.cluster import CardProcesses
 @pytest.fixture(scope="module")
 def service(engine_cards: CardProcesses) -> Iterator[EngineService]:
     config = EngineConfig(
-        model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards), n_ctx=2048,
-        prompt_chunk=64, parallel=3,
+        model_path=DEMO_MODEL,
+        model_name="demo",
+        cards=tuple(engine_cards.settings.cards),
+        n_ctx=2048,
+        prompt_chunk=64,
+        parallel=3,
     )
     engine = EngineService(config, isolated=False)
     engine.start()
@@ -91,8 +95,12 @@ def side_by_side(service: EngineService, requests: list[GenerationRequest], **kw
 
 
 def test_three_answers_generate_together_each_with_its_own_options(service: EngineService) -> None:
-    schema = {"type": "object", "properties": {"colour": {"type": "string", "maxLength": 12}},
-              "required": ["colour"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"type": "string", "maxLength": 12}},
+        "required": ["colour"],
+        "additionalProperties": False,
+    }
     requests = [
         ask("Tell a long story about the sea.", max_tokens=60),
         ask("Describe one colour as JSON.", max_tokens=40, json_schema=json.dumps(schema)),
@@ -149,7 +157,8 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
     assert all(isinstance(o.end, Done) for o in others)
     follow_up = GenerationRequest(
         messages=(*first.messages, Message("assistant", said.text), Message("user", "What number?")),
-        max_tokens=8, temperature=0.0,
+        max_tokens=8,
+        temperature=0.0,
     )
     again = follow(service.submit(follow_up))
     assert isinstance(again.end, Done)
@@ -157,8 +166,9 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
 
 
 def test_background_work_takes_one_slot_and_people_go_first(service: EngineService) -> None:
-    batch = [ask(f"Summarise part {i} of a long report about bridges.", max_tokens=40, background=True)
-             for i in range(3)]
+    batch = [
+        ask(f"Summarise part {i} of a long report about bridges.", max_tokens=40, background=True) for i in range(3)
+    ]
     person = ask("Hello, who are you?", max_tokens=12)
     results = side_by_side(service, [*batch, person])
     assert all(isinstance(r.end, Done) for r in results)
@@ -170,16 +180,19 @@ def test_background_work_takes_one_slot_and_people_go_first(service: EngineServi
 
 
 def test_a_conversation_whose_slot_was_taken_gets_its_kv_back_from_host_memory(service: EngineService) -> None:
-    history = ask("Keep this report in mind. " + "The pump in hall two ran hot on Monday and was cooled. " * 60,
-                  max_tokens=8)
+    history = ask(
+        "Keep this report in mind. " + "The pump in hall two ran hot on Monday and was cooled. " * 60, max_tokens=8
+    )
     said = follow(service.submit(history))
     before = service.status()
-    others = side_by_side(service, [ask(f"Write a poem about the number {w}. " * 12, max_tokens=4)
-                                    for w in ("one", "two", "three")])  # every slot taken by another prompt
+    others = side_by_side(
+        service, [ask(f"Write a poem about the number {w}. " * 12, max_tokens=4) for w in ("one", "two", "three")]
+    )  # every slot taken by another prompt
     assert all(isinstance(o.end, Done) for o in others)
     follow_up = GenerationRequest(
         messages=(*history.messages, Message("assistant", said.text), Message("user", "Which hall?")),
-        max_tokens=8, temperature=0.0,
+        max_tokens=8,
+        temperature=0.0,
     )
     again = follow(service.submit(follow_up))
     after = service.status()
@@ -194,10 +207,26 @@ def test_a_conversation_whose_slot_was_taken_gets_its_kv_back_from_host_memory(s
 
 
 def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(service: EngineService) -> None:
-    schema = json.dumps({"type": "object", "properties": {"supplier": {"type": "string"}, "total": {"type": "number"},
-                         "lines": {"type": "array", "items": {"type": "string"}}}, "required": ["supplier", "total"]})
-    parts = [ask(f"Invoice {i} from Harbour Data, 12 lines of cables and pumps, total {100 + i}.50. Extract it.",
-                 max_tokens=120, json_schema=schema, background=True) for i in range(3)]
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "supplier": {"type": "string"},
+                "total": {"type": "number"},
+                "lines": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["supplier", "total"],
+        }
+    )
+    parts = [
+        ask(
+            f"Invoice {i} from Harbour Data, 12 lines of cables and pumps, total {100 + i}.50. Extract it.",
+            max_tokens=120,
+            json_schema=schema,
+            background=True,
+        )
+        for i in range(3)
+    ]
     person = ask("Hello, who are you?", max_tokens=12)
     alone = follow(service.submit(person))
     tickets = [service.submit(p) for p in parts]
@@ -214,11 +243,14 @@ def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(servi
     for thread in threads:
         thread.join(timeout=300)
     assert isinstance(chatted.end, Done) and all(isinstance(r.end, Done) for r in results)
+    assert isinstance(alone.end, Done), alone.end
     first_part = min(results, key=lambda r: r.first_at or float("inf"))
     assert chatted.first_at is not None and first_part.first_at is not None and first_part.first_at < asked
     passed = [t for t in first_part.times if asked < t < chatted.first_at]  # steps of the batch it waited
-    print(f"person's TTFT alone {alone.end.stats.ttft_s:.3f} s, during the batch {chatted.first_at - asked:.3f} s "
-          f"({len(passed)} pieces of the batch's answer came in between)")
+    print(
+        f"person's TTFT alone {alone.end.stats.ttft_s:.3f} s, during the batch {chatted.first_at - asked:.3f} s "
+        f"({len(passed)} pieces of the batch's answer came in between)"
+    )
     # The person joins at the next step, beside the background answer (background_slots = 1): the step
     # in flight ends (one piece of the batch's answer), the next holds the person's prompt and gives its
     # first token with the batch's next piece. Counted in steps, not seconds: one step of a constrained

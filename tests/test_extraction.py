@@ -193,8 +193,11 @@ def test_a_batch_over_a_kb_folder_gives_one_valid_row_per_document(client: Clien
     names = ["a-invoice.txt", "b-invoice.txt"]
     for i, name in enumerate(names):
         (folder / name).write_text(INVOICE.replace("INV-2024-0117", f"INV-2024-01{20 + i}"), encoding="utf-8")
-    wait_until(lambda: sum(d["name"] in names and d["status"] == "ok" for d in client.predict(api_name="/documents"))
-               == 2, timeout=120, every=0.5)
+    wait_until(
+        lambda: sum(d["name"] in names and d["status"] == "ok" for d in client.predict(api_name="/documents")) == 2,
+        timeout=120,
+        every=0.5,
+    )
     with pytest.raises(AppError, match="at least one indexed document"):
         client.predict([], "no-such-folder", "invoice", api_name="/extraction_run")
     run_id = client.predict([], "batch-invoices", "invoice", api_name="/extraction_run")

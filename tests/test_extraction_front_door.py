@@ -22,7 +22,7 @@ INVOICE = load_templates(ROOT / "assets/schemas")["invoice"].schema
 PAGES = {
     1: "INVOICE\nInvoice number: INV-2024-0117\nSeller: Nordlicht Instruments GmbH, Hamburg\n",
     2: "Hardened steel shaft     120    18.40    2,208.00\nCNC machining setup   1   350.00   350.00\n"
-       "Total: 2,558.00 EUR\nPayment terms: 30 days net; reference INV-2024-0118 for the credit note\n",
+    "Total: 2,558.00 EUR\nPayment terms: 30 days net; reference INV-2024-0118 for the credit note\n",
 }
 
 
@@ -30,11 +30,18 @@ PAGES = {
 def filled(tmp_path: Path) -> tuple[ExtractionStore, int, int]:
     store = ExtractionStore(Database(tmp_path / "q.db"))
     run_id = store.create_run(template="invoice", schema=INVOICE, title="Invoices", documents_total=1)
-    record = {"invoice_number": "INV-2024-0117", "total": 2558.0, "seller": "Nordlicht Instruments GmbH",
-              "line_items": [{"description": "Hardened steel shaft", "quantity": 120, "amount": 2208.0},
-                             {"description": "CNC machining setup", "quantity": 1, "amount": 350.0}]}
-    result_id = store.save_result(run_id, "invoice.pdf", merge([PartResult((1, 2), record)], INVOICE, PAGES),
-                                  document_id=3)
+    record = {
+        "invoice_number": "INV-2024-0117",
+        "total": 2558.0,
+        "seller": "Nordlicht Instruments GmbH",
+        "line_items": [
+            {"description": "Hardened steel shaft", "quantity": 120, "amount": 2208.0},
+            {"description": "CNC machining setup", "quantity": 1, "amount": 350.0},
+        ],
+    }
+    result_id = store.save_result(
+        run_id, "invoice.pdf", merge([PartResult((1, 2), record)], INVOICE, PAGES), document_id=3
+    )
     store.finish_run(run_id)
     return store, run_id, result_id
 
@@ -81,9 +88,17 @@ def test_a_corrected_table_row_is_placed_again_and_its_cell_flagged(filled: tupl
     run = store.run(run_id)
     assert run is not None
     corrections = Corrections(store, lambda _id: PAGES)
-    rows = [{"document": r.document_name, "row": str(i + 1), "description": row["description"],
-             "quantity": str(row.get("quantity", "")), "unit_price": "", "amount": str(row.get("amount", ""))}
-            for r, i, row in corrections.table_rows(run, "line_items")]
+    rows = [
+        {
+            "document": r.document_name,
+            "row": str(i + 1),
+            "description": row["description"],
+            "quantity": str(row.get("quantity", "")),
+            "unit_price": "",
+            "amount": str(row.get("amount", "")),
+        }
+        for r, i, row in corrections.table_rows(run, "line_items")
+    ]
     rows[1]["amount"] = "350.00"  # the same number written another way: unchanged
     rows[0]["quantity"] = "12"
     assert corrections.table_cells(run, "line_items", rows) == 2 - 1
@@ -146,6 +161,7 @@ def test_the_extraction_tab_gets_only_its_service() -> None:
     for module in (extraction_tab.build, extraction_api.register):
         hints = [p.annotation for p in inspect.signature(module).parameters.values()]
         assert hints in (["ExtractionService"], [ExtractionService]), f"{module.__qualname__} takes {hints}"
-    registering = sorted(p.name for p in (ROOT / "app/ui").glob("*.py")
-                         if 'api_name="extract' in p.read_text(encoding="utf-8"))
+    registering = sorted(
+        p.name for p in (ROOT / "app/ui").glob("*.py") if 'api_name="extract' in p.read_text(encoding="utf-8")
+    )
     assert registering == ["extraction_api.py"], "the extraction endpoints live beside their tab"

@@ -84,8 +84,9 @@ def client(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> Cl
 
 
 def extract(client: Client, document: str, schema: dict[str, Any], max_tokens: int = 0) -> dict[str, Any]:
-    result: dict[str, Any] = client.predict(DOCUMENTS[document], "", json.dumps(schema), max_tokens,
-                                            api_name="/extract")
+    result: dict[str, Any] = client.predict(
+        DOCUMENTS[document], "", json.dumps(schema), max_tokens, api_name="/extract"
+    )
     jsonschema.validate(result["record"], check_schema(schema), format_checker=format_checker())
     return result
 
@@ -113,8 +114,10 @@ def matches(rows: list[dict[str, Any]], known: Known, key: str) -> tuple[float, 
 def check_table(result: dict[str, Any], field: str, known: Known, key: str, document: str) -> float:
     rows = result["record"].get(field, [])
     share, pairs = matches(rows, known, key)
-    print(f"{document}: {len(rows)} rows, {share:.2f} of the known cells, {len(pairs)} rows by key; "
-          f"problems: {result['problems']}")
+    print(
+        f"{document}: {len(rows)} rows, {share:.2f} of the known cells, {len(pairs)} rows by key; "
+        f"problems: {result['problems']}"
+    )
     places = result["fields"].get(field, {}).get("rows", [])
     assert len(places) == len(rows)
     for index, k in pairs:
@@ -157,8 +160,20 @@ def test_a_capped_answer_is_cut_at_a_row_and_says_so(client: Client) -> None:
 
 
 def test_a_schema_nesting_two_levels_is_refused_before_any_model_call(client: Client, appliance: Appliance) -> None:
-    nested = {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object", "properties": {
-        "parts": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "string"}}}}}}}}}
+    nested = {
+        "type": "object",
+        "properties": {
+            "rows": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "parts": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "string"}}}}
+                    },
+                },
+            }
+        },
+    }
     before = metric(appliance, "quartet_engine_requests_total")
     with pytest.raises(AppError, match=re.escape("/properties/rows/items/properties/parts/type: a table's columns")):
         client.predict(DOCUMENTS["invoice"], "", json.dumps(nested), api_name="/extract")
@@ -166,8 +181,7 @@ def test_a_schema_nesting_two_levels_is_refused_before_any_model_call(client: Cl
 
 
 def test_the_templates_with_tables_give_valid_records(client: Client) -> None:
-    templates = {t: Path(__file__).resolve().parent.parent / "assets" / "schemas" / f"{t}.json"
-                 for t in ("invoice",)}
+    templates = {t: Path(__file__).resolve().parent.parent / "assets" / "schemas" / f"{t}.json" for t in ("invoice",)}
     for name, path in templates.items():
         schema = json.loads(path.read_text(encoding="utf-8"))
         result = extract(client, "invoice", schema, max_tokens=ROW_TOKENS)

@@ -50,9 +50,19 @@ COUNTRIES = {
         },
     },
 }
-ROW = {"country": "France", "capital": "Paris", "population_millions": 68.2, "code": "FRA", "continent": "Europe",
-       "founded": "1792-09-22", "updated": "2024-03-01T10:00:00Z", "contact": "info@example.fr",
-       "site": "https://www.gouvernement.fr", "kind": "country", "area": None}
+ROW = {
+    "country": "France",
+    "capital": "Paris",
+    "population_millions": 68.2,
+    "code": "FRA",
+    "continent": "Europe",
+    "founded": "1792-09-22",
+    "updated": "2024-03-01T10:00:00Z",
+    "contact": "info@example.fr",
+    "site": "https://www.gouvernement.fr",
+    "kind": "country",
+    "area": None,
+}
 
 
 def pointer_of(schema: dict[str, Any]) -> str:
@@ -68,8 +78,15 @@ def test_a_table_with_the_keywords_people_write_is_accepted_and_validates() -> N
     assert key_columns(schema["properties"]["countries"]) == ["country", "capital"]
     assert check({"source": "CIA", "countries": [ROW]}, schema) is None
     wrong = {
-        "code": "fra", "population_millions": -1, "founded": "22.09.1792", "updated": "2024-03-01",
-        "contact": "nobody", "site": "not a uri", "kind": "state", "area": 0, "continent": "Europa",
+        "code": "fra",
+        "population_millions": -1,
+        "founded": "22.09.1792",
+        "updated": "2024-03-01",
+        "contact": "nobody",
+        "site": "not a uri",
+        "kind": "state",
+        "area": 0,
+        "continent": "Europa",
     }
     for column, value in wrong.items():
         assert check({"countries": [{**ROW, column: value}]}, schema) is not None, column
@@ -81,17 +98,30 @@ def test_a_table_with_the_keywords_people_write_is_accepted_and_validates() -> N
 @pytest.mark.parametrize(
     ("field", "pointer"),
     [
-        ({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}},
-         "/properties/t/items/properties/a/type"),
-        ({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "array", "items": {}}}}},
-         "/properties/t/items/properties/a/type"),
-        ({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}, "minProperties": 1}},
-         "/properties/t/items/minProperties"),
+        (
+            {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}},
+            "/properties/t/items/properties/a/type",
+        ),
+        (
+            {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "array", "items": {}}}}},
+            "/properties/t/items/properties/a/type",
+        ),
+        (
+            {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}, "minProperties": 1}},
+            "/properties/t/items/minProperties",
+        ),
         ({"type": "array", "uniqueItems": True, "items": {"type": "string"}}, "/properties/t/uniqueItems"),
-        ({"type": "array", "items": {"type": "object", "properties": {"a b": {"type": "string"}}}},
-         "/properties/t/items/properties/a b"),
-        ({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}},
-                                     "additionalProperties": True}}, "/properties/t/items/additionalProperties"),
+        (
+            {"type": "array", "items": {"type": "object", "properties": {"a b": {"type": "string"}}}},
+            "/properties/t/items/properties/a b",
+        ),
+        (
+            {
+                "type": "array",
+                "items": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": True},
+            },
+            "/properties/t/items/additionalProperties",
+        ),
         ({"type": "string", "pattern": "(unclosed"}, "/properties/t/pattern"),
         ({"type": "number", "const": "7"}, "/properties/t/const"),
         ({"type": ["number", "null"], "default": "none"}, "/properties/t/default"),
@@ -147,8 +177,10 @@ def test_the_field_table_has_a_table_type_with_its_columns_in_a_second_table() -
     items = schema["properties"]["line_items"]
     assert items["items"]["properties"] == {"description": {"type": "string"}, "amount": {"type": "number"}}
     assert items["items"]["required"] == ["description"] and items["description"] == "Items"
-    assert column_rows(schema) == [["line_items", "description", "text", "", "yes", ""],
-                                   ["line_items", "amount", "number", "", "", ""]]
+    assert column_rows(schema) == [
+        ["line_items", "description", "text", "", "yes", ""],
+        ["line_items", "amount", "number", "", "", ""],
+    ]
     assert schema_from_fields(field_rows(schema), title=schema["title"], column_rows=column_rows(schema)) == schema
     with pytest.raises(SchemaProblem, match="row 2: the table 'line_items' has no columns"):
         schema_from_fields([["a", "text"], ["line_items", "table"]])
@@ -160,13 +192,23 @@ def test_the_field_table_has_a_table_type_with_its_columns_in_a_second_table() -
 
 PAGES = {
     1: "INVOICE INV-7\nPos Description Qty Unit price Amount\n1 Hardened steel shaft 120 18.40 2,208.00\n"
-       "2 Bearing housing, cast aluminium 60 42.75 2,565.00\nShipping terms: 1 pallet, EXW\n",
+    "2 Bearing housing, cast aluminium 60 42.75 2,565.00\nShipping terms: 1 pallet, EXW\n",
     2: "3 CNC machining setup 1 350.00 350.00\nTotal 5,123.00 EUR\nNotes\n\n\nqty 75 was ordered\n\n\n"
-       "price 99.10 agreed\n\n\nwork: Calibration visit\n",
+    "price 99.10 agreed\n\n\nwork: Calibration visit\n",
 }
-LINE = {"type": "array", "items": {"type": "object", "required": ["description"], "properties": {
-    "description": {"type": "string"}, "quantity": {"type": "number"}, "unit_price": {"type": "number"},
-    "amount": {"type": "number"}}}}
+LINE = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["description"],
+        "properties": {
+            "description": {"type": "string"},
+            "quantity": {"type": "number"},
+            "unit_price": {"type": "number"},
+            "amount": {"type": "number"},
+        },
+    },
+}
 SCHEMA = check_schema({"type": "object", "properties": {"number": {"type": "string"}, "lines": LINE}})
 
 
@@ -204,16 +246,25 @@ def test_a_short_value_alone_never_verifies_a_row() -> None:
 
 
 def test_rows_from_parts_are_appended_duplicates_folded_and_key_conflicts_flagged() -> None:
-    first = [{"description": "Hardened steel shaft", "quantity": 120, "amount": 2208},
-             {"description": "Bearing housing, cast aluminium", "quantity": 60, "amount": 2565}]
-    second = [{"description": "hardened  steel shaft", "quantity": 120.0, "amount": 2208.0},  # the same row
-              {"description": "CNC machining setup", "quantity": 1, "amount": 350},
-              {"description": "Bearing housing, cast aluminium", "quantity": 6, "amount": 2565}]
-    fields = merge([PartResult((1,), {"number": "INV-7", "lines": first}), PartResult((2,), {"lines": second})],
-                   SCHEMA, PAGES)
+    first = [
+        {"description": "Hardened steel shaft", "quantity": 120, "amount": 2208},
+        {"description": "Bearing housing, cast aluminium", "quantity": 60, "amount": 2565},
+    ]
+    second = [
+        {"description": "hardened  steel shaft", "quantity": 120.0, "amount": 2208.0},  # the same row
+        {"description": "CNC machining setup", "quantity": 1, "amount": 350},
+        {"description": "Bearing housing, cast aluminium", "quantity": 6, "amount": 2565},
+    ]
+    fields = merge(
+        [PartResult((1,), {"number": "INV-7", "lines": first}), PartResult((2,), {"lines": second})], SCHEMA, PAGES
+    )
     lines = fields["lines"]
-    assert [r["description"] for r in lines.value] == ["Hardened steel shaft", "Bearing housing, cast aluminium",
-                                                       "CNC machining setup", "Bearing housing, cast aluminium"]
+    assert [r["description"] for r in lines.value] == [
+        "Hardened steel shaft",
+        "Bearing housing, cast aluminium",
+        "CNC machining setup",
+        "Bearing housing, cast aluminium",
+    ]
     assert [r.parts for r in lines.rows] == [2, 1, 1, 1]
     assert [r.conflict for r in lines.rows] == [False, True, False, True] and lines.conflict
     assert lines.rows[1].conflicts_with == [3] and lines.rows[3].conflicts_with == [1]
@@ -226,15 +277,27 @@ def test_rows_from_parts_are_appended_duplicates_folded_and_key_conflicts_flagge
 def test_a_table_is_exported_one_csv_row_per_row_and_json_keeps_the_nesting(tmp_path: Path) -> None:
     store = ExtractionStore(Database(tmp_path / "q.db"))
     run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=1)
-    rows = [{"description": "Hardened steel shaft", "quantity": 120, "amount": 2208},
-            {"description": "=cmd", "quantity": 1}]
-    result = store.save_result(run_id, "a.pdf", merge([PartResult((1,), {"number": "INV-7", "lines": rows})],
-                                                      SCHEMA, PAGES))
+    rows = [
+        {"description": "Hardened steel shaft", "quantity": 120, "amount": 2208},
+        {"description": "=cmd", "quantity": 1},
+    ]
+    result = store.save_result(
+        run_id, "a.pdf", merge([PartResult((1,), {"number": "INV-7", "lines": rows})], SCHEMA, PAGES)
+    )
     flat = list(csv.DictReader(io.StringIO(store.export_csv(run_id).lstrip("\ufeff"))))
     assert flat[0]["lines"] == "2" and flat[0]["number"] == "INV-7"
     table = list(csv.reader(io.StringIO(store.export_table_csv(run_id, "lines").lstrip("\ufeff"))))
-    assert table[0] == ["document", "row", "description", "quantity", "unit_price", "amount", "page", "verified",
-                        "conflict"]
+    assert table[0] == [
+        "document",
+        "row",
+        "description",
+        "quantity",
+        "unit_price",
+        "amount",
+        "page",
+        "verified",
+        "conflict",
+    ]
     assert table[1] == ["a.pdf", "1", "Hardened steel shaft", "120", "", "2208", "1", "yes", ""]
     assert table[2][:4] == ["a.pdf", "2", "'=cmd", "1"] and table[2][7] == "no"
     with pytest.raises(LookupError, match="'number' is not a table"):
@@ -267,12 +330,22 @@ def test_a_cell_corrected_in_the_table_grid_becomes_a_correction_of_that_documen
     store = ExtractionStore(Database(tmp_path / "q.db"))
     service = ExtractionService(store, None, None, ROOT / "assets/schemas")  # type: ignore[arg-type]
     run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=2)
-    for name, rows in (("a.pdf", [{"description": "Hardened steel shaft", "quantity": 120}]),
-                       ("b.pdf", [{"description": "CNC machining setup", "quantity": 1}, {"description": "x"}])):
+    for name, rows in (
+        ("a.pdf", [{"description": "Hardened steel shaft", "quantity": 120}]),
+        ("b.pdf", [{"description": "CNC machining setup", "quantity": 1}, {"description": "x"}]),
+    ):
         store.save_result(run_id, name, merge([PartResult((1,), {"lines": rows})], SCHEMA, PAGES))
-    shown = [{"document": r.document_name, "row": str(i + 1), "description": row["description"],
-              "quantity": str(row.get("quantity", "")), "unit_price": "", "amount": ""}
-             for r, i, row in service.table_rows(run_id, "lines")]
+    shown = [
+        {
+            "document": r.document_name,
+            "row": str(i + 1),
+            "description": row["description"],
+            "quantity": str(row.get("quantity", "")),
+            "unit_price": "",
+            "amount": "",
+        }
+        for r, i, row in service.table_rows(run_id, "lines")
+    ]
     assert [(s["document"], s["row"]) for s in shown] == [("a.pdf", "1"), ("b.pdf", "1"), ("b.pdf", "2")]
     shown[2]["quantity"], shown[2]["amount"] = "3", "1,050.00"
     assert service.correct_table_cells(run_id, "lines", shown) == 2

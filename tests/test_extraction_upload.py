@@ -30,13 +30,14 @@ def test_a_pdf_is_uploaded_and_extracted_in_one_call(appliance: Appliance, tmp_p
     job = client.submit(file=handle_file(str(made)), template="invoice", api_name="/extract")
     updates: list[dict[str, Any]] = list(job)
     result = job.result()
-    assert any(str(u.get("progress", "")).startswith("indexing upload-and-extract invoice.pdf") for u in updates), \
+    assert any(str(u.get("progress", "")).startswith("indexing upload-and-extract invoice.pdf") for u in updates), (
         "the call says that it is indexing the file first"
+    )
     assert result["document"] == made.name
     jsonschema.validate(result["record"], INVOICE)
     assert result["record"], "the demo model found nothing in a plain invoice"
-    pages = {field["page"] for field in result["fields"].values()}
-    assert pages <= {1, 2}, f"fields cite pages the invoice does not have: {pages}"
+    cited = {field["page"] for field in result["fields"].values()}
+    assert cited <= {1, 2}, f"fields cite pages the invoice does not have: {cited}"
     documents = {d["name"]: d for d in client.predict(api_name="/documents")}
     assert documents[made.name]["status"] == "ok" and documents[made.name]["pages"] == 2, "ingested as any upload"
     assert (appliance.data_dir.parent / "kb" / made.name).is_file(), "saved into kb/ like a Documents upload"
@@ -56,11 +57,14 @@ def test_a_bad_file_gets_a_clear_error_and_the_app_stays_up(appliance: Appliance
     assert client.predict(api_name="/status")["state"] == "ready", "the app stays up"
 
 
-@pytest.mark.parametrize("value", [
-    {"path": "/etc/passwd", "orig_name": "passwd", "meta": {"_type": "gradio.FileData"}},
-    {"path": "/etc/passwd", "orig_name": "passwd"},  # without the marker Gradio looks for
-    "/etc/passwd",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"path": "/etc/passwd", "orig_name": "passwd", "meta": {"_type": "gradio.FileData"}},
+        {"path": "/etc/passwd", "orig_name": "passwd"},  # without the marker Gradio looks for
+        "/etc/passwd",
+    ],
+)
 def test_a_server_path_named_as_the_file_is_refused(appliance: Appliance, value: Any) -> None:
     """The attack: POST /gradio_api/call/extract naming a server file instead of uploading one."""
     with httpx.Client(base_url=appliance.url, timeout=30) as http:
@@ -68,5 +72,6 @@ def test_a_server_path_named_as_the_file_is_refused(appliance: Appliance, value:
         stream = http.get(f"/gradio_api/call/extract/{joined.json()['event_id']}").text
     assert "event: error" in stream, stream[:400]
     assert "root:x:0:0" not in stream and "passwd" not in json.dumps(
-        Client(appliance.url, verbose=False).predict(api_name="/documents"))
+        Client(appliance.url, verbose=False).predict(api_name="/documents")
+    )
     assert not (appliance.data_dir.parent / "kb" / "passwd").exists()

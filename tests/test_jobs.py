@@ -40,7 +40,7 @@ def test_an_unexpected_error_ends_the_job_with_words_for_people() -> None:
 
 def test_a_failure_that_cannot_be_worded_still_ends_the_job() -> None:
     jobs = Jobs()
-    job = ended(jobs, jobs.start("switch", missing_text, failed=lambda err: {}["text"]))
+    job = ended(jobs, jobs.start("switch", missing_text, failed=lambda err: dict[str, str]()["text"]))
     assert job.state == "failed" and job.text == "⚠ switch failed unexpectedly: KeyError: 'text'"
 
 
@@ -62,8 +62,7 @@ def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
     engine = EngineService(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=("127.0.0.1:1",)))
     monitor = CardMonitor(["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
-    admin = AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry,
-                         settings=settings)
+    admin = AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry, settings=settings)
     token = admin.login("pw", who="test", client="127.0.0.1")
 
     def broken() -> object:

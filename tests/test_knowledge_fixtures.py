@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -70,8 +70,8 @@ def docx(paragraphs: list[tuple[str, str]], table: list[list[str]] | None = None
     return buffer.getvalue()
 
 
-def eventually(check: Callable[[], T], *, timeout: float, message: str = "") -> T:
-    """The first truthy value of `check()`, polled until `timeout` seconds have passed."""
+def eventually(check: Callable[[], T | Literal[False] | None], *, timeout: float, message: str = "") -> T:
+    """The first truthy value of `check()` (so neither None nor False), polled until `timeout` seconds have passed."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()

@@ -102,8 +102,10 @@ def test_the_apps_memory_stays_bounded_while_it_indexes_hostile_files(tmp_path: 
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["idle"]
     growth_mb = (report["after_kb"] - report["before_kb"]) / 1024
-    print(f"indexing took {report['took']:.1f} s; app peak RSS {report['before_kb'] / 1024:.0f} → "
-          f"{report['after_kb'] / 1024:.0f} MB (+{growth_mb:.0f}); readers' peak {report['readers_kb'] / 1024:.0f} MB")
+    print(
+        f"indexing took {report['took']:.1f} s; app peak RSS {report['before_kb'] / 1024:.0f} → "
+        f"{report['after_kb'] / 1024:.0f} MB (+{growth_mb:.0f}); readers' peak {report['readers_kb'] / 1024:.0f} MB"
+    )
     assert growth_mb < GROWTH_BOUND_MB
     assert report["readers_kb"] / 1024 < READER_MEMORY_MB
     docs = {d["name"]: d for d in report["docs"]}

@@ -142,8 +142,8 @@ def test_truncated_pdf_is_corrupt_or_partly_read(tmp_path: Path) -> None:
             assert err.kind in ("corrupt", "no_text") and "half.pdf" in err.message
         else:
             assert doc.pages
-    err = failure(write(tmp_path / "tree.pdf", broken_page_tree()))
-    assert err.kind == "corrupt" and "tree.pdf is damaged" in err.message
+    refused = failure(write(tmp_path / "tree.pdf", broken_page_tree()))
+    assert refused.kind == "corrupt" and "tree.pdf is damaged" in refused.message
 
 
 def test_two_columns_read_column_by_column_with_hyphenated_words_joined(tmp_path: Path) -> None:

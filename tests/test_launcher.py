@@ -97,6 +97,7 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         os.kill(first_card_pid, signal.SIGKILL)  # a card agent dies: the launcher brings it back
         wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] != first_card_pid, 30)
         app_pid = _app_pid(launcher.pid)
+        assert app_pid is not None, "the launcher started no app"
         os.kill(app_pid, signal.SIGKILL)  # so does the app
         wait_until(lambda: _app_pid(launcher.pid) not in (None, app_pid) and _ready(health), 120)
         family = descendants(launcher.pid)

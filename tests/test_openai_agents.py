@@ -31,7 +31,7 @@ set_tracing_disabled(True)  # the SDK would otherwise send traces to OpenAI
 
 
 class _AnswerAfterOneCall(RunHooks[Any]):
-    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Any, result: str) -> None:
+    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Any, result: object) -> None:
         agent.model_settings = dataclasses.replace(agent.model_settings, tool_choice="none")
 
 
@@ -44,10 +44,13 @@ def weather_agent(appliance: Appliance, client: openai.AsyncOpenAI, asked: list[
 
     model_id = openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY).models.list().data[0].id
     return Agent(
-        name="Weather", instructions="You answer questions about the weather.", tools=[get_weather],
+        name="Weather",
+        instructions="You answer questions about the weather.",
+        tools=[get_weather],
         model=OpenAIChatCompletionsModel(model=model_id, openai_client=client),
-        model_settings=ModelSettings(tool_choice="get_weather", parallel_tool_calls=False, temperature=0,
-                                     max_tokens=48),
+        model_settings=ModelSettings(
+            tool_choice="get_weather", parallel_tool_calls=False, temperature=0, max_tokens=48
+        ),
         reset_tool_choice=False,  # the hook decides
     )
 
@@ -64,15 +67,18 @@ def test_an_agent_with_a_function_tool_runs_to_completion(appliance: Appliance, 
     asked: list[str] = []
 
     async def run() -> tuple[list[Any], Any]:
-        async with openai.AsyncOpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0,
-                                      timeout=120) as client:
+        async with openai.AsyncOpenAI(
+            base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120
+        ) as client:
             agent = weather_agent(appliance, client, asked)
             if not streamed:
-                result = await Runner.run(agent, "What is the weather in Paris?", max_turns=3,
-                                          hooks=_AnswerAfterOneCall())
+                result = await Runner.run(
+                    agent, "What is the weather in Paris?", max_turns=3, hooks=_AnswerAfterOneCall()
+                )
                 return result.new_items, result.final_output
-            stream = Runner.run_streamed(agent, "What is the weather in Paris?", max_turns=3,
-                                         hooks=_AnswerAfterOneCall())
+            stream = Runner.run_streamed(
+                agent, "What is the weather in Paris?", max_turns=3, hooks=_AnswerAfterOneCall()
+            )
             async for _event in stream.stream_events():
                 pass
             return stream.new_items, stream.final_output

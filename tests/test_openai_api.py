@@ -36,8 +36,12 @@ def test_non_streaming_chat(api: openai.OpenAI) -> None:
 
 def test_streaming_chat_arrives_in_pieces(api: openai.OpenAI) -> None:
     stream = api.chat.completions.create(
-        model="gemma-3-270m-demo", messages=[{"role": "user", "content": "Count to five."}], max_tokens=24,
-        temperature=0, stream=True, stream_options={"include_usage": True},
+        model="gemma-3-270m-demo",
+        messages=[{"role": "user", "content": "Count to five."}],
+        max_tokens=24,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     pieces, finish, usage = [], None, None
     for chunk in stream:
@@ -53,13 +57,21 @@ def test_streaming_chat_arrives_in_pieces(api: openai.OpenAI) -> None:
 
 
 def test_stop_sequences_end_the_answer(api: openai.OpenAI) -> None:
-    free = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0
-    ).choices[0].message.content or ""
+    free = (
+        api.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0
+        )
+        .choices[0]
+        .message.content
+        or ""
+    )
     cut = next((w for w in free.split()[2:] if len(w) > 2), None)
     assert cut, free
     stopped = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0,
+        model="m",
+        messages=[{"role": "user", "content": "Write a short poem."}],
+        max_tokens=40,
+        temperature=0,
         stop=[cut],
     ).choices[0]
     assert cut not in (stopped.message.content or "")
@@ -74,8 +86,10 @@ def test_json_schema_response_validates(api: openai.OpenAI) -> None:
         "additionalProperties": False,
     }
     reply = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Give a city and its population as JSON."}],
-        max_tokens=80, temperature=0,
+        model="m",
+        messages=[{"role": "user", "content": "Give a city and its population as JSON."}],
+        max_tokens=80,
+        temperature=0,
         response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
     )
     jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schema)
@@ -109,8 +123,11 @@ def test_malformed_requests_get_openai_shaped_400s(appliance: Appliance) -> None
         response = httpx.post(appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
         assert response.status_code == 400, body
         assert response.json()["error"]["type"] == "invalid_request_error"
-    bad_schema = {"model": "m", "messages": [{"role": "user", "content": "x"}],
-                  "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}}}
+    bad_schema = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}},
+    }
     response = httpx.post(appliance.url + "/v1/chat/completions", json=bad_schema, headers=headers, timeout=30)
     assert response.status_code == 400 and "JSON schema" in response.json()["error"]["message"]
 
@@ -120,8 +137,12 @@ def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appli
     from tests.harness import wait_until
 
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    body = {"model": "m", "messages": [{"role": "user", "content": "Tell a very long story."}], "max_tokens": 2000,
-            "stream": True}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Tell a very long story."}],
+        "max_tokens": 2000,
+        "stream": True,
+    }
     with httpx.stream("POST", appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=60) as r:
         assert r.status_code == 200
         lines = r.iter_lines()

@@ -20,8 +20,16 @@ from tests.gradio_queue import call, file_inputs, file_value, page_config
 from tests.harness import API_KEY, ROOT, Appliance, free_port, wait_until
 
 SECRETS = [Path("/etc/passwd"), ROOT / "pyproject.toml", ROOT / "app" / "settings.py"]
-PREFIXES = ["/gradio_api/file=", "/file=", "/kiosk/gradio_api/file=", "/gradio_api/static/", "/static/",
-            "/assets/", "/kiosk/assets/", "/gradio_api/file/"]
+PREFIXES = [
+    "/gradio_api/file=",
+    "/file=",
+    "/kiosk/gradio_api/file=",
+    "/gradio_api/static/",
+    "/static/",
+    "/assets/",
+    "/kiosk/assets/",
+    "/gradio_api/file/",
+]
 
 
 def attempts() -> Iterator[str]:
@@ -187,8 +195,11 @@ def test_a_symlink_in_kb_is_not_followed(appliance: Appliance, tmp_path: Path) -
     c = Client(appliance.url, verbose=False)
     try:
         # the plain file and the link are seen in the same watcher tick: once one is indexed, the other was judged
-        wait_until(lambda: [d for d in c.predict(api_name="/documents") if d["name"] == beside.name
-                            and d["status"] == "ok"], timeout=120, every=0.5)
+        wait_until(
+            lambda: [d for d in c.predict(api_name="/documents") if d["name"] == beside.name and d["status"] == "ok"],
+            timeout=120,
+            every=0.5,
+        )
         names = [d["name"] for d in c.predict(api_name="/documents")]
         assert link.name not in names
     finally:
@@ -235,12 +246,23 @@ def test_the_lan_check_and_its_override() -> None:
         Settings(api_keys=[" "])
 
 
-@pytest.mark.parametrize("header", ["Bearer ", "Bearer", "Bearer  ", "Basic c2stcXVhcnRldC10ZXN0", "sk-quartet-test",
-                                    "Bearer sk-quartet-tes", "Bearer 钥匙"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer ",
+        "Bearer",
+        "Bearer  ",
+        "Basic c2stcXVhcnRldC10ZXN0",
+        "sk-quartet-test",
+        "Bearer sk-quartet-tes",
+        "Bearer 钥匙",
+    ],
+)
 def test_a_blank_or_malformed_bearer_gets_401_in_openais_shape(appliance: Appliance, header: str) -> None:
     """Sent as raw bytes: client libraries refuse to send a header ending in a space, a server must cope."""
-    request = (f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {header}\r\n"
-               "Connection: close\r\n\r\n").encode()
+    request = (
+        f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {header}\r\nConnection: close\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", appliance.port), timeout=10) as sock:
         sock.sendall(request)
         reply = b""

@@ -17,10 +17,36 @@ from app.telemetry.views import ApplianceStatus, CardView, Thermal
 
 CARDS = ("127.0.0.1:1", "127.0.0.1:2")
 # the keys /status has always had (docs/api.md); new ones may be added, none may go
-STATUS_KEYS = {"state", "message", "switching", "down_card", "isolated", "model", "queue", "live_tps", "last_stats",
-               "last_cancel_s", "cards", "thermal"}
-CARD_KEYS = {"index", "endpoint", "state", "reason", "last_seen", "load_pct", "load_source", "temperature_c",
-             "thermal", "mem_used_bytes", "mem_total_bytes", "layers", "layer_bytes", "tokens_per_s"}
+STATUS_KEYS = {
+    "state",
+    "message",
+    "switching",
+    "down_card",
+    "isolated",
+    "model",
+    "queue",
+    "live_tps",
+    "last_stats",
+    "last_cancel_s",
+    "cards",
+    "thermal",
+}
+CARD_KEYS = {
+    "index",
+    "endpoint",
+    "state",
+    "reason",
+    "last_seen",
+    "load_pct",
+    "load_source",
+    "temperature_c",
+    "thermal",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "layers",
+    "layer_bytes",
+    "tokens_per_s",
+}
 
 
 def telemetry() -> Telemetry:
@@ -43,9 +69,14 @@ def test_the_engine_status_is_typed_with_its_counters_defaulting_to_zero() -> No
 
 @pytest.mark.parametrize("where", ["top", "grouped"])
 def test_cache_counters_flow_through_wherever_the_engine_puts_them(where: str) -> None:
-    counters = {"prefix_hits": 3, "host_restores": 1, "cached_tokens_total": 1500, "kv_host_bytes": 2**20,
-                "kv_host_entries": 2}
-    raw = {"state": "ready", "message": "ok", "queue": {"running": 2, "waiting": 1, "parallel": 4}}
+    counters = {
+        "prefix_hits": 3,
+        "host_restores": 1,
+        "cached_tokens_total": 1500,
+        "kv_host_bytes": 2**20,
+        "kv_host_entries": 2,
+    }
+    raw: dict[str, object] = {"state": "ready", "message": "ok", "queue": {"running": 2, "waiting": 1, "parallel": 4}}
     raw |= counters if where == "top" else {"cache": counters}
     status = EngineStatus.model_validate(raw)
     assert {name: getattr(status, name) for name in counters} == counters
@@ -66,19 +97,40 @@ def test_record_keeps_the_samples_it_is_handed() -> None:
     hot = {"temperature_c": 97.0, "load_pct": 12.0, "mem_used_bytes": 5, "mem_total_bytes": 10}
     seen.record([CardSample(0, CARDS[0], "up", None, 1.0, hot), CardSample(1, CARDS[1], "down", "refused")])
     assert [(row["card"], row["temperature_c"], row["load_pct"]) for row in seen.history()] == [
-        (0, 97.0, 12.0), (1, None, None)]
+        (0, 97.0, 12.0),
+        (1, None, None),
+    ]
     assert "card 0 is too hot (97 °C)" in (seen.thermal_hold() or "")
     assert [card.state for card in seen.status().cards] == ["unknown", "unknown"]  # the monitor's own view
 
 
 def status_with(endpoint: str, model: str) -> ApplianceStatus:
-    engine = EngineStatus.model_validate({
-        "state": "ready", "message": "ready", "queue": {"running": 3, "waiting": 2, "parallel": 4},
-        "model": {"name": model, "gguf_file": "/m/x.gguf", "n_layers": 18, "n_ctx": 4096, "load_s": 1.0},
-        "live_tps": 41.5, "prefix_hits": 7, "cached_tokens_total": 1234, "kv_host_bytes": 4096, "kv_host_entries": 1,
-    })
-    card = CardView(index=0, endpoint=endpoint, state="busy", temperature_c=45.0, thermal="ok", load_pct=30.0,
-                    mem_used_bytes=100, mem_total_bytes=1000, layers=(0, 1), layer_bytes=50, tokens_per_s=41.5)
+    engine = EngineStatus.model_validate(
+        {
+            "state": "ready",
+            "message": "ready",
+            "queue": {"running": 3, "waiting": 2, "parallel": 4},
+            "model": {"name": model, "gguf_file": "/m/x.gguf", "n_layers": 18, "n_ctx": 4096, "load_s": 1.0},
+            "live_tps": 41.5,
+            "prefix_hits": 7,
+            "cached_tokens_total": 1234,
+            "kv_host_bytes": 4096,
+            "kv_host_entries": 1,
+        }
+    )
+    card = CardView(
+        index=0,
+        endpoint=endpoint,
+        state="busy",
+        temperature_c=45.0,
+        thermal="ok",
+        load_pct=30.0,
+        mem_used_bytes=100,
+        mem_total_bytes=1000,
+        layers=(0, 1),
+        layer_bytes=50,
+        tokens_per_s=41.5,
+    )
     return ApplianceStatus.of(engine, [card], Thermal(warning_c=80, critical_c=95))
 
 
@@ -99,13 +151,27 @@ def test_metrics_escape_label_values() -> None:
 
 def test_metrics_keep_their_names_and_add_slots_and_cache() -> None:
     families = scrape(status_with("127.0.0.1:1", "demo"))
-    kept = ["quartet_card_up", "quartet_card_load_percent", "quartet_card_temperature_celsius",
-            "quartet_card_memory_used_bytes", "quartet_card_memory_total_bytes", "quartet_card_layers",
-            "quartet_card_model_bytes", "quartet_card_tokens_per_second", "quartet_engine_tokens_generated",
-            "quartet_engine_requests", "quartet_engine_errors", "quartet_engine_cancelled", "quartet_engine_ready",
-            "quartet_engine_queue_length", "quartet_engine_running_answers",
-            "quartet_engine_aggregate_tokens_per_second", "quartet_engine_decode_tokens_per_second",
-            "quartet_engine_time_to_first_token_seconds", "quartet_engine_thermal_hold"]
+    kept = [
+        "quartet_card_up",
+        "quartet_card_load_percent",
+        "quartet_card_temperature_celsius",
+        "quartet_card_memory_used_bytes",
+        "quartet_card_memory_total_bytes",
+        "quartet_card_layers",
+        "quartet_card_model_bytes",
+        "quartet_card_tokens_per_second",
+        "quartet_engine_tokens_generated",
+        "quartet_engine_requests",
+        "quartet_engine_errors",
+        "quartet_engine_cancelled",
+        "quartet_engine_ready",
+        "quartet_engine_queue_length",
+        "quartet_engine_running_answers",
+        "quartet_engine_aggregate_tokens_per_second",
+        "quartet_engine_decode_tokens_per_second",
+        "quartet_engine_time_to_first_token_seconds",
+        "quartet_engine_thermal_hold",
+    ]
     assert [name for name in kept if name not in families] == []
     value = {name: samples[0][1] for name, samples in families.items() if samples}
     assert value["quartet_engine_tokens_generated"] == 10 and value["quartet_engine_cancelled"] == 1

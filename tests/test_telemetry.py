@@ -39,8 +39,14 @@ def test_metrics_parse_and_carry_one_series_per_card(appliance: Appliance) -> No
     with urllib.request.urlopen(keyed, timeout=5) as response:
         text = response.read().decode()
     families = {family.name: family for family in text_string_to_metric_families(text)}
-    for name in ("quartet_card_up", "quartet_card_load_percent", "quartet_card_temperature_celsius",
-                 "quartet_card_memory_used_bytes", "quartet_card_layers", "quartet_card_tokens_per_second"):
+    for name in (
+        "quartet_card_up",
+        "quartet_card_load_percent",
+        "quartet_card_temperature_celsius",
+        "quartet_card_memory_used_bytes",
+        "quartet_card_layers",
+        "quartet_card_tokens_per_second",
+    ):
         series = families[name].samples
         assert sorted(s.labels["card"] for s in series) == ["0", "1", "2", "3"], name
     assert all(s.value == 1 for s in families["quartet_card_up"].samples)

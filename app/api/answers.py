@@ -24,8 +24,12 @@ class ChatShape:
             content, calls = reply(text, self.tool_plan)
             message = {"role": "assistant", "content": content} | ({"tool_calls": calls} if calls else {})
             finish = "tool_calls" if calls else finish
-        choice = {"index": 0, "message": message, "finish_reason": finish,
-                  "logprobs": {"content": chat_logprobs(logprobs)} if self.logprobs else None}
+        choice = {
+            "index": 0,
+            "message": message,
+            "finish_reason": finish,
+            "logprobs": {"content": chat_logprobs(logprobs)} if self.logprobs else None,
+        }
         return self.head | {"object": "chat.completion", "choices": [choice], "usage": usage(done)}
 
     def opening(self) -> list[dict[str, Any]]:
@@ -52,10 +56,15 @@ class ChatShape:
     def usage_chunk(self, done: Done) -> dict[str, Any]:
         return self.head | {"object": "chat.completion.chunk", "choices": [], "usage": usage(done)}
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None,
-               logprobs: tuple[TokenLogprob, ...] = ()) -> dict[str, Any]:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish,
-                  "logprobs": {"content": chat_logprobs(logprobs)} if self.logprobs and logprobs else None}
+    def _chunk(
+        self, delta: dict[str, Any], finish: str | None = None, logprobs: tuple[TokenLogprob, ...] = ()
+    ) -> dict[str, Any]:
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "finish_reason": finish,
+            "logprobs": {"content": chat_logprobs(logprobs)} if self.logprobs and logprobs else None,
+        }
         return self.head | {"object": "chat.completion.chunk", "choices": [choice]}
 
 
@@ -68,8 +77,12 @@ class CompletionShape:
 
     def whole(self, text: str, logprobs: list[TokenLogprob], done: Done) -> dict[str, Any]:
         lead = self.echo or ""
-        choice = {"index": 0, "text": lead + text, "finish_reason": finish_reason(done),
-                  "logprobs": legacy_logprobs(logprobs, len(lead)) if self.logprobs else None}
+        choice = {
+            "index": 0,
+            "text": lead + text,
+            "finish_reason": finish_reason(done),
+            "logprobs": legacy_logprobs(logprobs, len(lead)) if self.logprobs else None,
+        }
         return self.head | {"object": "text_completion", "choices": [choice], "usage": usage(done)}
 
     def opening(self) -> list[dict[str, Any]]:
@@ -99,9 +112,15 @@ Shape = ChatShape | CompletionShape
 
 def chat_logprobs(entries: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> list[dict[str, Any]]:
     """choices[].logprobs.content: each token with its log-probability, bytes and likeliest alternatives."""
-    return [{"token": e.token, "logprob": e.logprob, "bytes": list(e.bytes),
-             "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(b)} for t, lp, b in e.top]}
-            for e in entries]
+    return [
+        {
+            "token": e.token,
+            "logprob": e.logprob,
+            "bytes": list(e.bytes),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(b)} for t, lp, b in e.top],
+        }
+        for e in entries
+    ]
 
 
 def legacy_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
@@ -110,8 +129,12 @@ def legacy_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
     for entry in entries:
         offsets.append(offset)
         offset += len(entry.token)
-    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
-            "top_logprobs": [{t: lp for t, lp, _ in e.top} for e in entries], "text_offset": offsets}
+    return {
+        "tokens": [e.token for e in entries],
+        "token_logprobs": [e.logprob for e in entries],
+        "top_logprobs": [{t: lp for t, lp, _ in e.top} for e in entries],
+        "text_offset": offsets,
+    }
 
 
 def _tool_deltas(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -119,8 +142,18 @@ def _tool_deltas(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     deltas = []
     for index, call in enumerate(calls):
         function = call["function"]
-        deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                       "function": {"name": function["name"], "arguments": ""}}]})
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": function["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         deltas.append({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
     return deltas
 
@@ -131,6 +164,9 @@ def finish_reason(done: Done) -> str:
 
 def usage(done: Done) -> dict[str, Any]:
     s = done.stats
-    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
-            "total_tokens": s.prompt_tokens + s.generated_tokens,
-            "prompt_tokens_details": {"cached_tokens": s.cached_tokens}}  # KV a slot already held
+    return {
+        "prompt_tokens": s.prompt_tokens,
+        "completion_tokens": s.generated_tokens,
+        "total_tokens": s.prompt_tokens + s.generated_tokens,
+        "prompt_tokens_details": {"cached_tokens": s.cached_tokens},
+    }  # KV a slot already held

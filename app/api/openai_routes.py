@@ -54,8 +54,12 @@ def require_key(request: Request, keys: list[str]) -> None:
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     token = given.strip().encode()
     if scheme.lower() != "bearer" or not token or not any(hmac.compare_digest(token, key.encode()) for key in keys):
-        raise ApiError(401, "invalid API key: send one of the appliance's keys as 'Authorization: Bearer <key>'",
-                       type_="invalid_request_error", code="invalid_api_key")
+        raise ApiError(
+            401,
+            "invalid API key: send one of the appliance's keys as 'Authorization: Bearer <key>'",
+            type_="invalid_request_error",
+            code="invalid_api_key",
+        )
 
 
 def build_router(ctx: AppContext) -> APIRouter:
@@ -72,29 +76,38 @@ def build_router(ctx: AppContext) -> APIRouter:
     @router.get("/models/{name}")
     def model(name: str) -> dict[str, Any]:
         if name != served:
-            raise ApiError(404, f"there is no model {name!r} here; this appliance serves {served!r}",
-                           type_="invalid_request_error", code="model_not_found", param="model")
+            raise ApiError(
+                404,
+                f"there is no model {name!r} here; this appliance serves {served!r}",
+                type_="invalid_request_error",
+                code="model_not_found",
+                param="model",
+            )
         return {"id": served, "object": "model", "created": 0, "owned_by": "quartet"}
 
     @router.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> JSONResponse | EventSourceResponse:
         settings = ctx.settings
         tool_plan = body.tool_plan()
-        request = body.to_engine(default_max_tokens=settings.max_tokens, default_temperature=settings.temperature,
-                                 tool_plan=tool_plan)
+        request = body.to_engine(
+            default_max_tokens=settings.max_tokens, default_temperature=settings.temperature, tool_plan=tool_plan
+        )
         shape = ChatShape(_head("chatcmpl", served), tool_plan, logprobs=body.logprobs)
         return await answer(request, shape, stream=body.stream, options=body.stream_options)
 
     @router.post("/completions", response_model=None)
     async def completions(body: CompletionRequest) -> JSONResponse | EventSourceResponse:
-        request = body.to_engine(default_max_tokens=ctx.settings.max_tokens,
-                                 default_temperature=ctx.settings.temperature)
-        shape = CompletionShape(_head("cmpl", served), echo=request.prompt if body.echo else None,
-                                logprobs=body.logprobs is not None)
+        request = body.to_engine(
+            default_max_tokens=ctx.settings.max_tokens, default_temperature=ctx.settings.temperature
+        )
+        shape = CompletionShape(
+            _head("cmpl", served), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
+        )
         return await answer(request, shape, stream=body.stream, options=body.stream_options)
 
-    async def answer(request: GenerationRequest, shape: Shape, *, stream: bool,
-                     options: StreamOptions | None) -> JSONResponse | EventSourceResponse:
+    async def answer(
+        request: GenerationRequest, shape: Shape, *, stream: bool, options: StreamOptions | None
+    ) -> JSONResponse | EventSourceResponse:
         try:
             ticket = ctx.engine.submit(request)
         except EngineError as err:
@@ -131,12 +144,20 @@ def build_router(ctx: AppContext) -> APIRouter:
 def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) -> None:
     """400 before any work for a request too large to embed at once (each token is at least a character)."""
     if len(texts) > max_inputs:
-        raise ApiError(400, f"input has {len(texts)} texts; at most {max_inputs} per request: send them in batches",
-                       type_="invalid_request_error", param="input")
+        raise ApiError(
+            400,
+            f"input has {len(texts)} texts; at most {max_inputs} per request: send them in batches",
+            type_="invalid_request_error",
+            param="input",
+        )
     chars = sum(len(text) for text in texts)
     if chars > max_chars:
-        raise ApiError(400, f"input has {chars} characters; at most {max_chars} per request: send smaller batches",
-                       type_="invalid_request_error", param="input")
+        raise ApiError(
+            400,
+            f"input has {chars} characters; at most {max_chars} per request: send smaller batches",
+            type_="invalid_request_error",
+            param="input",
+        )
 
 
 class _Answer:

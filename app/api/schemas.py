@@ -42,8 +42,9 @@ class ChatMessage(BaseModel):
         if isinstance(self.content, list):
             parts = [p.get("text", "") for p in self.content if p.get("type") == "text"]
             if len(parts) != len(self.content):
-                raise ApiError(400, "only text content parts are supported", type_="invalid_request_error",
-                               param="messages")
+                raise ApiError(
+                    400, "only text content parts are supported", type_="invalid_request_error", param="messages"
+                )
             return "".join(parts)
         return self.content or ""
 
@@ -85,11 +86,17 @@ class ChatRequest(BaseModel):
     def refuse_unsupported(self) -> None:
         refuse_unsupported(self.n, self.model_extra, UNSUPPORTED)
         if self.top_logprobs and not self.logprobs:
-            raise ApiError(400, "top_logprobs needs logprobs: true", type_="invalid_request_error",
-                           param="top_logprobs")
+            raise ApiError(
+                400, "top_logprobs needs logprobs: true", type_="invalid_request_error", param="top_logprobs"
+            )
         if self.logprobs and self.tools and self.tool_choice != "none":
-            raise ApiError(400, "logprobs cannot be combined with tools here (the tokens would be those of the "
-                           "calls' JSON): leave one of them out", type_="invalid_request_error", param="logprobs")
+            raise ApiError(
+                400,
+                "logprobs cannot be combined with tools here (the tokens would be those of the "
+                "calls' JSON): leave one of them out",
+                type_="invalid_request_error",
+                param="logprobs",
+            )
 
     def logprobs_wanted(self) -> int | None:
         """None: no log-probabilities; else each token's, with this many alternatives."""
@@ -101,15 +108,20 @@ class ChatRequest(BaseModel):
         except calling.ApiProblem as err:
             raise ApiError(400, str(err), type_="invalid_request_error", param=err.param) from err
 
-    def to_engine(self, *, default_max_tokens: int, default_temperature: float,
-                  tool_plan: calling.ToolPlan | None = None) -> GenerationRequest:
+    def to_engine(
+        self, *, default_max_tokens: int, default_temperature: float, tool_plan: calling.ToolPlan | None = None
+    ) -> GenerationRequest:
         self.refuse_unsupported()
         messages = [m.for_model() for m in self.messages]
         if tool_plan is not None:
             messages.insert(0, Message("system", tool_plan.instruction))
         if tool_plan is not None and self.response_format and self.response_format.type != "text":
-            raise ApiError(400, "response_format and tools cannot be used together", type_="invalid_request_error",
-                           param="response_format")
+            raise ApiError(
+                400,
+                "response_format and tools cannot be used together",
+                type_="invalid_request_error",
+                param="response_format",
+            )
         return GenerationRequest(
             messages=_alternating(messages),
             max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens,
@@ -131,20 +143,29 @@ class ChatRequest(BaseModel):
             return json.dumps({"type": "object"})
         schema = (fmt.json_schema or {}).get("schema")
         if not isinstance(schema, dict):
-            raise ApiError(400, "response_format.json_schema.schema must be a JSON schema object",
-                           type_="invalid_request_error", param="response_format")
+            raise ApiError(
+                400,
+                "response_format.json_schema.schema must be a JSON schema object",
+                type_="invalid_request_error",
+                param="response_format",
+            )
         return json.dumps(schema)
 
 
 def refuse_unsupported(n: int, extra: dict[str, Any] | None, unsupported: tuple[str, ...]) -> None:
     """400 naming what the appliance cannot honour: n > 1, or any of `unsupported` given a value."""
     if n != 1:
-        raise ApiError(400, "n > 1 is not supported: send one request per answer", type_="invalid_request_error",
-                       param="n")
+        raise ApiError(
+            400, "n > 1 is not supported: send one request per answer", type_="invalid_request_error", param="n"
+        )
     given = [name for name in unsupported if (extra or {}).get(name) not in (None, False, {}, [], "")]
     if given:
-        raise ApiError(400, f"{', '.join(given)}: not supported by this appliance (leave it out)",
-                       type_="invalid_request_error", param=given[0])
+        raise ApiError(
+            400,
+            f"{', '.join(given)}: not supported by this appliance (leave it out)",
+            type_="invalid_request_error",
+            param=given[0],
+        )
 
 
 def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
@@ -197,18 +218,31 @@ class CompletionRequest(BaseModel):
         if isinstance(self.prompt, str):
             return self.prompt
         if len(self.prompt) != 1:
-            raise ApiError(400, f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
-                           type_="invalid_request_error", param="prompt")
+            raise ApiError(
+                400,
+                f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
+                type_="invalid_request_error",
+                param="prompt",
+            )
         return self.prompt[0]
 
     def to_engine(self, *, default_max_tokens: int, default_temperature: float) -> GenerationRequest:
         refuse_unsupported(self.n, self.model_extra, UNSUPPORTED_COMPLETION)
         if self.best_of not in (None, 1):
-            raise ApiError(400, "best_of > 1 is not supported: send one request per answer",
-                           type_="invalid_request_error", param="best_of")
+            raise ApiError(
+                400,
+                "best_of > 1 is not supported: send one request per answer",
+                type_="invalid_request_error",
+                param="best_of",
+            )
         if self.echo and self.logprobs is not None:
-            raise ApiError(400, "echo with logprobs is not supported (the prompt's own log-probabilities are not "
-                           "computed): leave one of them out", type_="invalid_request_error", param="echo")
+            raise ApiError(
+                400,
+                "echo with logprobs is not supported (the prompt's own log-probabilities are not "
+                "computed): leave one of them out",
+                type_="invalid_request_error",
+                param="echo",
+            )
         prompt = self.text()
         if not prompt:
             raise ApiError(400, "prompt is empty", type_="invalid_request_error", param="prompt")

@@ -67,28 +67,49 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
     elif choice not in (None, "auto", "required"):
         raise ApiProblem("tool_choice must be 'auto', 'none', 'required' or a named function", "tool_choice")
     items = [_call_schema(t) for t in offered]
-    calls = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}, "minItems": 1,
-             "maxItems": _MAX_PARALLEL if parallel else 1}
-    calling = {"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"],
-               "additionalProperties": False}
+    calls = {
+        "type": "array",
+        "items": items[0] if len(items) == 1 else {"anyOf": items},
+        "minItems": 1,
+        "maxItems": _MAX_PARALLEL if parallel else 1,
+    }
+    calling = {
+        "type": "object",
+        "properties": {"tool_calls": calls},
+        "required": ["tool_calls"],
+        "additionalProperties": False,
+    }
     may_answer = choice in (None, "auto")
-    speaking = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
-                "additionalProperties": False}
+    speaking = {
+        "type": "object",
+        "properties": {"content": {"type": "string"}},
+        "required": ["content"],
+        "additionalProperties": False,
+    }
     listing, instruction = _instruction(offered, may_answer)
-    return ToolPlan(instruction, {"anyOf": [calling, speaking]} if may_answer else calling,
-                    tuple(t.function.name for t in offered), may_answer, listing,
-                    json.dumps([t.model_dump() for t in offered], ensure_ascii=False))
+    return ToolPlan(
+        instruction,
+        {"anyOf": [calling, speaking]} if may_answer else calling,
+        tuple(t.function.name for t in offered),
+        may_answer,
+        listing,
+        json.dumps([t.model_dump() for t in offered], ensure_ascii=False),
+    )
 
 
 def _instruction(offered: list[Tool], may_answer: bool) -> tuple[str, str]:
     """The tools listed for a model whose template cannot show them, and how to reply (for every model)."""
     listed = "\n".join(
         f"- {t.function.name}: {t.function.description or '(no description)'}\n  arguments: "
-        f"{json.dumps(t.function.parameters, ensure_ascii=False)}" for t in offered
+        f"{json.dumps(t.function.parameters, ensure_ascii=False)}"
+        for t in offered
     )
-    rule = ('To answer in words instead: {"content": "..."} with your answer to the user. Once a tool\'s result '
-            "is in the conversation, answer in words with it unless you need another call." if may_answer else
-            "You must call a tool now.")
+    rule = (
+        'To answer in words instead: {"content": "..."} with your answer to the user. Once a tool\'s result '
+        "is in the conversation, answer in words with it unless you need another call."
+        if may_answer
+        else "You must call a tool now."
+    )
     listing = _prompt("tools.txt").format(tools=listed).strip()
     return listing, _prompt("tools_reply.txt").format(answer_rule=rule).strip()
 
@@ -104,9 +125,14 @@ def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]
         if answer is None:
             return (words.sent if words.speaking else text), []
     if isinstance(answer, dict) and isinstance(answer.get("tool_calls"), list):
-        calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                  "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
-                 for call in answer["tool_calls"]]
+        calls = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)},
+            }
+            for call in answer["tool_calls"]
+        ]
         return None, calls
     return str(answer.get("content", "")) if isinstance(answer, dict) else text, []
 
@@ -197,9 +223,12 @@ def _prompt(name: str) -> str:
 
 
 def _call_schema(tool: Tool) -> dict[str, Any]:
-    return {"type": "object", "properties": {"name": {"const": tool.function.name},
-                                              "arguments": tool.function.parameters},
-            "required": ["name", "arguments"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"name": {"const": tool.function.name}, "arguments": tool.function.parameters},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
 
 
 def _check_parameters(tool: Tool, index: int) -> None:
@@ -208,7 +237,9 @@ def _check_parameters(tool: Tool, index: int) -> None:
         jsonschema.validators.validator_for(tool.function.parameters).check_schema(tool.function.parameters)
     except jsonschema.SchemaError as err:
         pointer = "/" + "/".join(str(p) for p in err.absolute_path)
-        raise ApiProblem(f"tool {tool.function.name!r}: its parameters are not a valid JSON Schema at "
-                         f"{pointer}: {err.message}", where) from err
+        raise ApiProblem(
+            f"tool {tool.function.name!r}: its parameters are not a valid JSON Schema at {pointer}: {err.message}",
+            where,
+        ) from err
     if tool.function.parameters.get("type", "object") != "object":
         raise ApiProblem(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", where)

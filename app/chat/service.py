@@ -94,10 +94,19 @@ class ChatService:
         found = self.conversation(cid, owner=owner)
         messages = self.store.messages(found.id)
         if as_json:
-            return json.dumps({"id": found.id, "title": found.title, "system_prompt": found.system_prompt,
-                               "updated_at": found.updated_at,
-                               "messages": [{"role": m.role, "content": m.content, "status": m.status,
-                                             "stats": m.stats} for m in messages]}, ensure_ascii=False, indent=2)
+            return json.dumps(
+                {
+                    "id": found.id,
+                    "title": found.title,
+                    "system_prompt": found.system_prompt,
+                    "updated_at": found.updated_at,
+                    "messages": [
+                        {"role": m.role, "content": m.content, "status": m.status, "stats": m.stats} for m in messages
+                    ],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
         said = {"user": "You", "assistant": "Quartet"}
         lines = [f"# {found.title}", "", f"_System prompt:_ {found.system_prompt}" if found.system_prompt else ""]
         for m in messages:

@@ -308,4 +308,3 @@ def _worker_main(conn: Connection, config: Any) -> None:
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
         engine.serve(inbox, emit)
     engine.close()
-

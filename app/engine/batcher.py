@@ -82,8 +82,15 @@ class Batcher:
         slot, cached, restored = self._place(free, prompt)
         sampler = Sampler(self.llm, request, grammar, check_picked=check_picked)
         budget = min(request.max_tokens, self.max_tokens, room)
-        slot.answer = Answer(job_id=job_id, prompt=prompt, stops=stops, budget=budget, sampler=sampler, cached=cached,
-                             want_logprobs=request.logprobs)
+        slot.answer = Answer(
+            job_id=job_id,
+            prompt=prompt,
+            stops=stops,
+            budget=budget,
+            sampler=sampler,
+            cached=cached,
+            want_logprobs=request.logprobs,
+        )
         slot.read, slot.runs = len(prompt), slot.runs if cached >= MIN_SAVE else 1
         return CacheUse(cached, restored, self.host.bytes, len(self.host.entries))
 

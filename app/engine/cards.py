@@ -37,7 +37,7 @@ def probe_card(endpoint: str, *, timeout: float = 0.5) -> str | None:
 
 
 def describe(index: int, endpoint: str, reason: str) -> str:
-    """"card 1 (host:port) is not responding" / "card 1 (host:port) is down (connection refused)"."""
+    """ "card 1 (host:port) is not responding" / "card 1 (host:port) is down (connection refused)"."""
     state = "not responding" if reason == NOT_RESPONDING else f"down ({reason})"
     return f"card {index} ({endpoint}) is {state}"
 

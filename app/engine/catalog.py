@@ -19,9 +19,25 @@ from app.engine.events import EngineError
 from app.engine.gguf_header import Header, HeaderError, read_header
 
 _KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # bytes per element, block overhead included
-_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-               12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-               32: "BF16"}
+_FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    32: "BF16",
+}
 _BUFFER_PER_CARD = 64 * 2**20  # scheduler and activation buffers besides the logits
 
 
@@ -57,9 +73,13 @@ def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
         file = Path(raw["path"])
         entries.append(
             CatalogEntry(
-                id=raw["id"], name=raw["name"], path=file if file.is_absolute() else models_dir / file,
-                n_ctx=int(raw.get("n_ctx", 4096)), kv_type=raw.get("kv_type", "f16"),
-                chat_template=raw.get("chat_template"), description=raw.get("description", ""),
+                id=raw["id"],
+                name=raw["name"],
+                path=file if file.is_absolute() else models_dir / file,
+                n_ctx=int(raw.get("n_ctx", 4096)),
+                kv_type=raw.get("kv_type", "f16"),
+                chat_template=raw.get("chat_template"),
+                description=raw.get("description", ""),
             )
         )
     return entries
@@ -167,8 +187,10 @@ def needs(config: EngineConfig) -> tuple[GgufInfo, list[CardNeed]]:
     shares = _shares(header, len(config.cards), config.tensor_split)
     logits = info.n_vocab * config.n_ubatch * 4
     last = len(shares) - 1
-    return info, [CardNeed(weights, int(per_layer * layers), _BUFFER_PER_CARD + (logits if k == last else 0))
-                  for k, (weights, layers) in enumerate(shares)]
+    return info, [
+        CardNeed(weights, int(per_layer * layers), _BUFFER_PER_CARD + (logits if k == last else 0))
+        for k, (weights, layers) in enumerate(shares)
+    ]
 
 
 def fit(config: EngineConfig, memory: dict[str, CardMemory]) -> Fit:
@@ -194,9 +216,11 @@ def held(config: EngineConfig, placed: dict[str, int]) -> dict[str, int]:
     except EngineError:  # the loaded model's file is gone: count the weights alone
         return dict(placed)
     counted = dict(zip(config.cards, need, strict=True))
-    return {endpoint: weights + ((counted[endpoint].kv + counted[endpoint].buffers)
-                                 if weights and endpoint in counted else 0)
-            for endpoint, weights in placed.items()}
+    return {
+        endpoint: weights
+        + ((counted[endpoint].kv + counted[endpoint].buffers) if weights and endpoint in counted else 0)
+        for endpoint, weights in placed.items()
+    }
 
 
 def _gib(n: float) -> str:

@@ -8,8 +8,16 @@ from llama_cpp import llama_chat_format
 
 def renders_tools(formatter: llama_chat_format.Jinja2ChatFormatter) -> bool:
     """Whether a chat template shows the `tools` it is given (Jinja templates of recent models do)."""
-    probe = [{"type": "function", "function": {"name": "quartet_probe_tool", "description": "probe",
-                                               "parameters": {"type": "object", "properties": {}}}}]
+    probe = [
+        {
+            "type": "function",
+            "function": {
+                "name": "quartet_probe_tool",
+                "description": "probe",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
     try:
         prompt = formatter(messages=[{"role": "user", "content": "hi"}], tools=probe).prompt  # type: ignore[arg-type,list-item]
     except Exception:  # a template that refuses tools (or this conversation) does not show them

@@ -77,8 +77,7 @@ class Engine:
     def __init__(self, config: EngineConfig) -> None:
         if config.split_mode not in _SPLIT_MODES:
             raise EngineError(
-                f"split mode {config.split_mode!r} is not supported over RPC (it aborts llama.cpp); "
-                "use 'layer'"
+                f"split mode {config.split_mode!r} is not supported over RPC (it aborts llama.cpp); use 'layer'"
             )
         if config.kv_type not in _KV_TYPES:
             raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_TYPES)}", kind="request")
@@ -128,9 +127,14 @@ class Engine:
         _widen_context(self._llm, parallel=cfg.parallel, n_ctx=cfg.n_ctx)
         n_ctx = self._llm.n_ctx() // cfg.parallel
         self._batcher = Batcher(
-            self._llm, self._prompt_tokens, parallel=cfg.parallel, n_ctx=n_ctx,
-            prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch - cfg.parallel), max_tokens=cfg.max_tokens_limit,
-            kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024, v_transposed=cfg.kv_type == "f16",  # no flash attention
+            self._llm,
+            self._prompt_tokens,
+            parallel=cfg.parallel,
+            n_ctx=n_ctx,
+            prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch - cfg.parallel),
+            max_tokens=cfg.max_tokens_limit,
+            kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024,
+            v_transposed=cfg.kv_type == "f16",  # no flash attention
         )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)

@@ -67,8 +67,13 @@ class CacheMeter:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values = {"prefix_hits": 0, "host_restores": 0, "cached_tokens_total": 0,
-                        "kv_host_bytes": 0, "kv_host_entries": 0}
+        self._values = {
+            "prefix_hits": 0,
+            "host_restores": 0,
+            "cached_tokens_total": 0,
+            "kv_host_bytes": 0,
+            "kv_host_entries": 0,
+        }
 
     def note(self, use: CacheUse) -> None:
         with self._lock:

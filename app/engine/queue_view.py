@@ -14,8 +14,17 @@ from app.engine.ticket import Ticket
 
 
 def status_of(
-    view: BackendView, *, isolated: bool, switching: str | None, held: str | None, running: Sequence[Ticket],
-    waiting: Sequence[Ticket], parallel: int, rate: float, last_stats: Stats | None, cancel_s: float | None,
+    view: BackendView,
+    *,
+    isolated: bool,
+    switching: str | None,
+    held: str | None,
+    running: Sequence[Ticket],
+    waiting: Sequence[Ticket],
+    parallel: int,
+    rate: float,
+    last_stats: Stats | None,
+    cancel_s: float | None,
     background_slots: int,
 ) -> dict[str, Any]:
     info = view.info

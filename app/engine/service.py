@@ -66,7 +66,8 @@ class EngineService:
         self.supervisor.start()
         threading.Thread(target=self._dispatch, name="engine-dispatch", daemon=True).start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and close the backend (its own joins bound the wait: a worker gets 3 s, then is killed)."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
@@ -311,4 +312,4 @@ class EngineService:
             running=running, waiting=waiting, parallel=self.parallel, rate=self.rate.rate(),
             last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
             background_slots=min(self.background_slots, self.parallel),
-        ), **self.cache.snapshot()})  # prefix_hits, host_restores, cached_tokens_total, kv_host_bytes/entries
+        ), **self.cache.snapshot()})  # fmt: skip  # prefix_hits, host_restores, cached_tokens_total, kv_host_*

@@ -55,7 +55,14 @@ class Answer:
     """One answer's progress: prompt fed so far, tokens generated, text held back by stop strings."""
 
     def __init__(
-        self, *, job_id: int, prompt: list[int], stops: list[str], budget: int, sampler: Sampler, cached: int,
+        self,
+        *,
+        job_id: int,
+        prompt: list[int],
+        stops: list[str],
+        budget: int,
+        sampler: Sampler,
+        cached: int,
         want_logprobs: int | None = None,
     ) -> None:
         self.job_id = job_id
@@ -176,4 +183,3 @@ class Batch:
         if self.raw is not None:
             llama_cpp.llama_batch_free(self.raw)
             self.raw = None
-

@@ -11,8 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Read at the top level wherever the engine groups them: the slots in use, the line, and the cache counters
 # (slots' prefix reuse and the host KV store; 0 until the engine reports them).
-LIFTED = ("running", "waiting",
-          "prefix_hits", "host_restores", "cached_tokens_total", "kv_host_bytes", "kv_host_entries")
+LIFTED = (
+    "running",
+    "waiting",
+    "prefix_hits",
+    "host_restores",
+    "cached_tokens_total",
+    "kv_host_bytes",
+    "kv_host_entries",
+)
 
 
 class Frozen(BaseModel):

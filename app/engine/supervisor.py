@@ -42,7 +42,11 @@ class BackendView:
 
 class BackendSupervisor:
     def __init__(
-        self, config: EngineConfig, *, isolated: bool, on_change: Callable[[], None] = lambda: None,
+        self,
+        config: EngineConfig,
+        *,
+        isolated: bool,
+        on_change: Callable[[], None] = lambda: None,
         on_lost: OnLost = lambda err, jobs: None,
     ) -> None:
         self.config = config

@@ -101,8 +101,9 @@ def describe(schema: dict[str, Any]) -> str:
     lines = []
     for name, spec in schema.get("properties", {}).items():
         lines.append(f"- {_line(name, spec)}")
-        lines += [f"    {column}: {cell['description']}" for column, cell in columns(spec).items()
-                  if cell.get("description")]
+        lines += [
+            f"    {column}: {cell['description']}" for column, cell in columns(spec).items() if cell.get("description")
+        ]
     return "\n".join(lines)
 
 
@@ -147,9 +148,11 @@ def _bound_scalar(spec: dict[str, Any], chars: int) -> dict[str, Any]:
         spec.pop(note, None)
     if "pattern" in spec and not pattern_expressible(spec["pattern"]):
         del spec["pattern"]
-    if scalar_type(spec) == "string" and not ({"enum", "const", "pattern"} & spec.keys()) and spec.get(
-        "format"
-    ) not in _GRAMMAR_FORMATS:
+    if (
+        scalar_type(spec) == "string"
+        and not ({"enum", "const", "pattern"} & spec.keys())
+        and spec.get("format") not in _GRAMMAR_FORMATS
+    ):
         spec["maxLength"] = max(spec.get("minLength", 0), min(spec.get("maxLength", chars), chars))
     if isinstance(spec.get("type"), list):  # ["number", "null"]: a union keeps the bounds on the first
         kind = scalar_type(spec)

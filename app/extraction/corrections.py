@@ -32,8 +32,12 @@ def place_of(value: Any, spec: dict[str, Any], pages: Mapping[int, str]) -> dict
     found = texts.locate(value)
     items = value if isinstance(value, list) else [value]
     verified = True if found else (False if any(checkable(v) for v in items) else None)
-    return {"value": value, "page": found[0] if found else None, "snippet": found[1] if found else "",
-            "verified": verified}
+    return {
+        "value": value,
+        "page": found[0] if found else None,
+        "snippet": found[1] if found else "",
+        "verified": verified,
+    }
 
 
 class Corrections:
@@ -72,8 +76,11 @@ class Corrections:
                     continue
                 table = edited.setdefault(result.id, (result, [dict(r) for r in result.final[field]]))[1]
                 value = cell_value(shown[column], cell)
-                table[index] = {**table[index], column: value} if value is not None else {
-                    k: v for k, v in table[index].items() if k != column}
+                table[index] = (
+                    {**table[index], column: value}
+                    if value is not None
+                    else {k: v for k, v in table[index].items() if k != column}
+                )
                 changed += 1
         for result, table in edited.values():
             self._correct(result, field, table, spec, f"{result.document_name}, ")

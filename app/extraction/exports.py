@@ -49,9 +49,18 @@ def table_csv(run: Run, results: list[Result], field: str) -> str:
         for index, row in enumerate(result.final.get(field) or []):
             place = row_place(result, field, index)
             verified = {True: "yes", False: "no", None: ""}[place.get("verified")]
-            writer.writerow([_cell(result.document_name), index + 1, *(_cell(row.get(c)) for c in cols),
-                             place.get("page") or "", verified, "yes" if place.get("conflict") else ""])
+            writer.writerow(
+                [
+                    _cell(result.document_name),
+                    index + 1,
+                    *(_cell(row.get(c)) for c in cols),
+                    place.get("page") or "",
+                    verified,
+                    "yes" if place.get("conflict") else "",
+                ]
+            )
     return "\ufeff" + out.getvalue()
+
 
 def row_place(result: Result, field: str, index: int) -> dict[str, Any]:
     """Where row `index` of a table stands: as extracted, or (a corrected table) as found again."""
@@ -109,8 +118,9 @@ class RunExport:
 
 def run_export(run: Run, results: list[Result]) -> RunExport:
     tables = {name: table_csv(run, results, name) for name, spec in run.schema["properties"].items() if is_table(spec)}
-    return RunExport(run.id, f"extraction-{run.id}-{run.template}", flat_csv(run, results), json_export(run, results),
-                     tables)
+    return RunExport(
+        run.id, f"extraction-{run.id}-{run.template}", flat_csv(run, results), json_export(run, results), tables
+    )
 
 
 def _cell(value: Any) -> str | int | float:

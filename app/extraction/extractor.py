@@ -241,7 +241,10 @@ class Extractor:
     ) -> Generator[Step, None, tuple[str, str | None]]:
         """(text, None) or (partial text, reason); a generation past the timeout is cancelled."""
         request = GenerationRequest(
-            messages=messages, max_tokens=limits.max_tokens, temperature=0.0, json_schema=json.dumps(bounded(schema)),
+            messages=messages,
+            max_tokens=limits.max_tokens,
+            temperature=0.0,
+            json_schema=json.dumps(bounded(schema)),
             background=True,  # people's answers go first
         )
         try:

@@ -29,9 +29,9 @@ _YES = {"yes", "y", "true", "1", "x", "✓", "required"}
 _NO = {"", "no", "n", "false", "0"}
 
 
-def schema_from_fields(rows: Sequence[Row], *, title: str = "Custom fields", column_rows: Sequence[Row] = ()) -> dict[
-    str, Any
-]:
+def schema_from_fields(
+    rows: Sequence[Row], *, title: str = "Custom fields", column_rows: Sequence[Row] = ()
+) -> dict[str, Any]:
     """A schema from a field table; a "table" field's columns come from `column_rows` (table, name, type,
     description, required, allowed values). Blank rows are skipped."""
     properties, required = _specs(rows, TABLE_COLUMNS, "row", allow_table=True)
@@ -49,8 +49,10 @@ def schema_from_fields(rows: Sequence[Row], *, title: str = "Custom fields", col
     for name in tables:
         found = grouped.get(name, [])
         if not found:
-            raise SchemaProblem(f"the table '{name}' has no columns: add them in the column table", "row "
-                                f"{list(properties).index(name) + 1}")
+            raise SchemaProblem(
+                f"the table '{name}' has no columns: add them in the column table",
+                f"row {list(properties).index(name) + 1}",
+            )
         cols, needed = _specs(found, TABLE_COLUMNS, "column row", allow_table=False)
         properties[name]["items"] = {"type": "object", "properties": cols, **({"required": needed} if needed else {})}
     schema: dict[str, Any] = {"$schema": DRAFT, "title": title, "type": "object", "properties": properties}
@@ -80,9 +82,9 @@ def _rows(schema: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _specs(rows: Sequence[Row], names: Sequence[str], label: str, *, allow_table: bool) -> tuple[
-    dict[str, Any], list[str]
-]:
+def _specs(
+    rows: Sequence[Row], names: Sequence[str], label: str, *, allow_table: bool
+) -> tuple[dict[str, Any], list[str]]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     first_row: dict[str, str] = {}

@@ -151,8 +151,15 @@ def _merge_table(name: str, spec: dict[str, Any], found: list[tuple[PartResult, 
     listed = _flag_conflicts(list(rows.values()), key_columns(spec), kinds)
     checked = [r.verified for r in listed if r.verified is not None]
     first = listed[0] if listed else None
-    return FieldValue(name, [r.values for r in listed], first.page if first else None, first.snippet if first else "",
-                      all(checked) if checked else None, conflict=any(r.conflict for r in listed), rows=listed)
+    return FieldValue(
+        name,
+        [r.values for r in listed],
+        first.page if first else None,
+        first.snippet if first else "",
+        all(checked) if checked else None,
+        conflict=any(r.conflict for r in listed),
+        rows=listed,
+    )
 
 
 def _table_row(values: dict[str, Any], place: Any) -> TableRow:

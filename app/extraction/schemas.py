@@ -156,8 +156,9 @@ def load_templates(folder: Path) -> dict[str, Template]:
 def _check_object(schema: dict[str, Any], where: str, *, top: bool) -> None:
     what = "fields" if top else "columns"
     if schema.get("type") != "object":
-        raise SchemaProblem("the top level must have type 'object'" if top else "a table's rows are objects",
-                            f"{where}/type")
+        raise SchemaProblem(
+            "the top level must have type 'object'" if top else "a table's rows are objects", f"{where}/type"
+        )
     properties = schema.get("properties")
     if not properties:
         raise SchemaProblem(f"there are no {what}: add at least one property", f"{where}/properties")
@@ -165,8 +166,10 @@ def _check_object(schema: dict[str, Any], where: str, *, top: bool) -> None:
     if len(properties) > limit:
         raise SchemaProblem(f"{len(properties)} {what}; at most {limit} are supported", f"{where}/properties")
     if schema.get("additionalProperties", False) is not False:
-        raise SchemaProblem(f"only false is supported: a {'record' if top else 'row'} holds the listed {what} only",
-                            f"{where}/additionalProperties")
+        raise SchemaProblem(
+            f"only false is supported: a {'record' if top else 'row'} holds the listed {what} only",
+            f"{where}/additionalProperties",
+        )
     for name, spec in properties.items():
         at = where + pointer("properties", name)
         if not NAME.fullmatch(name):
@@ -202,8 +205,9 @@ def _check_field(spec: Any, where: str) -> None:
 def _check_column(spec: Any, where: str) -> None:
     if isinstance(spec, dict) and (spec.get("type") in ("object", "array") or "properties" in spec or "items" in spec):
         key = "type" if "type" in spec else ("properties" if "properties" in spec else "items")
-        raise SchemaProblem("a table's columns hold single values: nesting two levels deep is not supported",
-                            f"{where}/{key}")
+        raise SchemaProblem(
+            "a table's columns hold single values: nesting two levels deep is not supported", f"{where}/{key}"
+        )
     if not isinstance(spec, dict):
         raise SchemaProblem("a column is a JSON object with a 'type'", where)
     _check_scalar(spec, where)
@@ -217,25 +221,33 @@ def _check_scalar(spec: dict[str, Any], where: str) -> None:
     kind = spec.get("type")
     if kind == "object" or "properties" in spec:
         where += "/type" if kind == "object" else "/properties"
-        raise SchemaProblem("nested objects are not supported: use flat fields, or a table (an array of objects)",
-                            where)
+        raise SchemaProblem(
+            "nested objects are not supported: use flat fields, or a table (an array of objects)", where
+        )
     if kind == "array":
         raise SchemaProblem("lists of lists are not supported", f"{where}/type")
     nullable = isinstance(kind, list) and len(kind) == 2 and "null" in kind
     base = scalar_type(spec) if nullable else kind
     if base not in SCALARS:
         said = "no type" if kind is None else f"type {json.dumps(kind)}"
-        raise SchemaProblem(said + "; a field is one of string, number, integer, boolean (or one of them and "
-                            "\"null\"), an array of them, or an array of objects (a table)", f"{where}/type")
-    _only(spec, _SCALAR_KEYS | (_NUMBER_KEYS if base in ("number", "integer") else set())
-          | (_STRING_KEYS if base == "string" else set()), where)
+        raise SchemaProblem(
+            said + "; a field is one of string, number, integer, boolean (or one of them and "
+            '"null"), an array of them, or an array of objects (a table)',
+            f"{where}/type",
+        )
+    _only(
+        spec,
+        _SCALAR_KEYS
+        | (_NUMBER_KEYS if base in ("number", "integer") else set())
+        | (_STRING_KEYS if base == "string" else set()),
+        where,
+    )
     _check_values(spec, str(base), nullable, where)
 
 
 def _check_values(spec: dict[str, Any], kind: str, nullable: bool, where: str) -> None:
     if "format" in spec and spec["format"] not in FORMATS:
-        raise SchemaProblem(f"format '{spec['format']}' is not supported; only {', '.join(FORMATS)}",
-                            f"{where}/format")
+        raise SchemaProblem(f"format '{spec['format']}' is not supported; only {', '.join(FORMATS)}", f"{where}/format")
     if "format" in spec and kind != "string":
         raise SchemaProblem(f"format '{spec['format']}' needs type 'string'", f"{where}/format")
     if "pattern" in spec:
@@ -276,8 +288,11 @@ def _is_uri(value: object) -> bool:
     if not isinstance(value, str):
         return True
     parts = urlsplit(value)
-    return bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme)) and bool(parts.netloc or parts.path) \
+    return (
+        bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme))
+        and bool(parts.netloc or parts.path)
         and not re.search(r"\s", value)
+    )
 
 
 def _schema_error_message(e: jsonschema.SchemaError) -> str:

@@ -36,7 +36,12 @@ class _Job:
 
 class ExtractionService:
     def __init__(
-        self, store: ExtractionStore, extractor: Extractor, knowledge: KnowledgeService, templates: Path, *,
+        self,
+        store: ExtractionStore,
+        extractor: Extractor,
+        knowledge: KnowledgeService,
+        templates: Path,
+        *,
         index_timeout_s: float = 600.0,
     ) -> None:
         self._store, self._extractor, self._knowledge = store, extractor, knowledge
@@ -56,8 +61,13 @@ class ExtractionService:
         self._thread = threading.Thread(target=self._work, name="extraction", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the worker after the part it is on (a run cut short is marked at the next start)."""
+        with self._lock:
+            self._stopped.update(self._live)
         self._jobs.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     # -- what to extract, from what --------------------------------------------------------
 
@@ -100,7 +110,12 @@ class ExtractionService:
     # -- one document, now -------------------------------------------------------------------
 
     def extract_one(
-        self, document_id: int, schema: dict[str, Any], *, max_tokens: int = 0, timeout_s: float = 0,
+        self,
+        document_id: int,
+        schema: dict[str, Any],
+        *,
+        max_tokens: int = 0,
+        timeout_s: float = 0,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> Iterator[Step | Extraction]:
         """One document's record, now: its progress as `Step`s, then the `Extraction`. `max_tokens` and
@@ -134,8 +149,10 @@ class ExtractionService:
             pages = f": page {doc.pages_done} of {doc.pages_total}" if doc and doc.pages_total else ""
             yield Step(f"indexing {saved.name}{pages}")
             time.sleep(_INDEX_POLL_S)
-        raise ExtractionFailed(f"{saved.name} was not indexed within {self._index_timeout_s:g} s; it stays in the "
-                               "library: extract it by name once the Documents tab says it is indexed")
+        raise ExtractionFailed(
+            f"{saved.name} was not indexed within {self._index_timeout_s:g} s; it stays in the "
+            "library: extract it by name once the Documents tab says it is indexed"
+        )
 
     # -- runs and their results ------------------------------------------------------------
 
@@ -216,8 +233,13 @@ class ExtractionService:
                 for update in self.extract_one(doc.id, job.schema, cancelled=stopped):
                     if isinstance(update, Extraction):
                         problems = "; ".join(update.problems) or None
-                        self._store.save_result(job.run_id, doc.name, update.fields, document_id=doc.id,
-                                               error=f"some parts failed: {problems}" if problems else None)
+                        self._store.save_result(
+                            job.run_id,
+                            doc.name,
+                            update.fields,
+                            document_id=doc.id,
+                            error=f"some parts failed: {problems}" if problems else None,
+                        )
                         continue
                     waiting = f" (waiting, position {update.waiting})" if update.waiting else ""
                     with self._lock:

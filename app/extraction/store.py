@@ -233,8 +233,10 @@ class ExtractionStore:
     def _set_corrected(
         self, result: Result, corrected: dict[str, Any], field: str, place: dict[str, Any] | None
     ) -> None:
-        fields = {name: {k: v for k, v in info.items() if k != "correction" or name != field}
-                  for name, info in result.fields.items()}
+        fields = {
+            name: {k: v for k, v in info.items() if k != "correction" or name != field}
+            for name, info in result.fields.items()
+        }
         if place is not None:
             fields[field] = {**fields.get(field, {}), "correction": place}
         with self._database.atomic() as db:

@@ -61,10 +61,10 @@ class KnowledgeService:
         elif self.kb_dir is not None:
             self.rescan()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self._watcher is not None:
-            self._watcher.stop()
-        self._queue.stop()
+            self._watcher.stop(timeout)
+        self._queue.stop(timeout)
         self._indexer.close()
         pool, self._search_pool = self._search_pool, None
         if pool is not None:
@@ -132,8 +132,9 @@ class KnowledgeService:
     def remove_failed(self) -> int:
         """Remove every document that failed or is a duplicate — but not a password-protected PDF, which
         is waiting for its password. The number removed."""
-        failed = [d for d in self.store.documents()
-                  if d.status in ("error", "duplicate") and d.error_kind != "encrypted"]
+        failed = [
+            d for d in self.store.documents() if d.status in ("error", "duplicate") and d.error_kind != "encrypted"
+        ]
         for doc in failed:
             self.delete(doc.id)
         return len(failed)

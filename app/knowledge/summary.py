@@ -67,8 +67,9 @@ class Summariser:
                 return
         yield from self._reduce(doc.name, notes or ["(no part of the document had anything for this)"], task)
 
-    def _map(self, name: str, group: list[StoredChunk], task: str, part: str,
-             notes: list[str]) -> Generator[Answer, None, str | None]:
+    def _map(
+        self, name: str, group: list[StoredChunk], task: str, part: str, notes: list[str]
+    ) -> Generator[Answer, None, str | None]:
         """Notes on one group of chunks into `notes`; a group too long for the context is halved."""
         first, last = group[0].page, group[-1].page
         text = "\n".join(_line(c) for c in group)

@@ -17,8 +17,9 @@ from app.telemetry.views import LoadRow
 
 
 class LoadProgress:
-    def __init__(self, engine: EngineService, *, health_url: Callable[[str], str],
-                 layer_bytes: Callable[[], dict[str, int]]) -> None:
+    def __init__(
+        self, engine: EngineService, *, health_url: Callable[[str], str], layer_bytes: Callable[[], dict[str, int]]
+    ) -> None:
         """`layer_bytes()` gives, per card endpoint, the bytes of the model it holds now."""
         self.engine, self.health_url, self.layer_bytes = engine, health_url, layer_bytes
         self._lowest: dict[str, int] = {}  # per card endpoint: lowest memory seen during this load
@@ -40,8 +41,10 @@ class LoadProgress:
         key = (str(config.model_path), len(config.cards), config.tensor_split)
         if self._expected[0] != key:
             try:
-                self._expected = (key, catalog.weights_per_card(config.model_path, len(config.cards),
-                                                                 config.tensor_split))
+                self._expected = (
+                    key,
+                    catalog.weights_per_card(config.model_path, len(config.cards), config.tensor_split),
+                )
             except (OSError, HeaderError):
                 return []
         rows = []
@@ -52,8 +55,15 @@ class LoadProgress:
                 continue
             low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
             gained = used - low
-            rows.append(LoadRow(card=index, endpoint=endpoint, loaded_gib=round(gained / 2**30, 2),
-                                expected_gib=round(expected / 2**30, 2), pct=min(100, round(100 * gained / expected))))
+            rows.append(
+                LoadRow(
+                    card=index,
+                    endpoint=endpoint,
+                    loaded_gib=round(gained / 2**30, 2),
+                    expected_gib=round(expected / 2**30, 2),
+                    pct=min(100, round(100 * gained / expected)),
+                )
+            )
         return rows
 
     def _memory_used(self, endpoint: str) -> int | None:

@@ -16,10 +16,16 @@ from app.telemetry.views import ApplianceStatus, CardView
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _CARD_GAUGES: list[tuple[str, str, Callable[[CardView], float | None]]] = [
-    ("card_up", "Whether the card answers its health check (1) or not (0: down or not responding).",
-     lambda c: 0 if c.failing else 1),
-    ("card_load_percent", "Card load: NPU load where the board reports it, else the agent's CPU use.",
-     lambda c: c.load_pct),
+    (
+        "card_up",
+        "Whether the card answers its health check (1) or not (0: down or not responding).",
+        lambda c: 0 if c.failing else 1,
+    ),
+    (
+        "card_load_percent",
+        "Card load: NPU load where the board reports it, else the agent's CPU use.",
+        lambda c: c.load_pct,
+    ),
     ("card_temperature_celsius", "Card temperature; absent when the card has no sensor.", lambda c: c.temperature_c),
     ("card_memory_used_bytes", "Memory the card holds.", lambda c: c.mem_used_bytes),
     ("card_memory_total_bytes", "Memory the card has.", lambda c: c.mem_total_bytes),
@@ -35,12 +41,17 @@ _COUNTERS = [
     ("engine_cancelled", "Answers stopped before their end.", "cancelled"),
 ]
 _CACHE_COUNTERS: list[tuple[str, str, Callable[[ApplianceStatus], float]]] = [
-    ("engine_prefix_hits", "Answers that found the start of their prompt in a slot's KV cache.",
-     lambda s: s.prefix_hits),
-    ("engine_host_restores", "Conversations whose KV cache was restored from host memory.",
-     lambda s: s.host_restores),
-    ("engine_cached_tokens", "Prompt tokens taken from a cache instead of computed again.",
-     lambda s: s.cached_tokens_total),
+    (
+        "engine_prefix_hits",
+        "Answers that found the start of their prompt in a slot's KV cache.",
+        lambda s: s.prefix_hits,
+    ),
+    ("engine_host_restores", "Conversations whose KV cache was restored from host memory.", lambda s: s.host_restores),
+    (
+        "engine_cached_tokens",
+        "Prompt tokens taken from a cache instead of computed again.",
+        lambda s: s.cached_tokens_total,
+    ),
 ]
 
 
@@ -51,16 +62,28 @@ def _gauges(status: ApplianceStatus) -> list[tuple[str, str, float]]:
         ("engine_queue_length", "Answers waiting for the engine.", status.waiting),
         ("engine_running_answers", "Answers in the engine's slots, generating together.", status.running),
         ("engine_slots", "Slots: answers the engine generates at once (parallel).", status.queue.parallel),
-        ("engine_background_answers", "Background answers (extraction, summaries) in the slots.",
-         status.queue.background),
+        (
+            "engine_background_answers",
+            "Background answers (extraction, summaries) in the slots.",
+            status.queue.background,
+        ),
         ("engine_aggregate_tokens_per_second", "Tokens per second across every running answer.", status.live_tps),
         ("engine_decode_tokens_per_second", "Decode speed of the last answer.", float(last.get("decode_tps", 0.0))),
-        ("engine_time_to_first_token_seconds", "Time to first token of the last answer.",
-         float(last.get("ttft_s", 0.0))),
-        ("engine_thermal_hold", "Whether new answers wait for a hot card (1) or not (0).",
-         1 if status.thermal.hold else 0),
-        ("engine_kv_host_bytes", "KV cache kept in host memory for conversations that left their slot.",
-         status.kv_host_bytes),
+        (
+            "engine_time_to_first_token_seconds",
+            "Time to first token of the last answer.",
+            float(last.get("ttft_s", 0.0)),
+        ),
+        (
+            "engine_thermal_hold",
+            "Whether new answers wait for a hot card (1) or not (0).",
+            1 if status.thermal.hold else 0,
+        ),
+        (
+            "engine_kv_host_bytes",
+            "KV cache kept in host memory for conversations that left their slot.",
+            status.kv_host_bytes,
+        ),
         ("engine_kv_host_entries", "Conversations whose KV cache is kept in host memory.", status.kv_host_entries),
     ]
 

@@ -83,9 +83,11 @@ class CardMonitor:
         self._thread = threading.Thread(target=self._run, name="card-monitor", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):

@@ -55,12 +55,21 @@ class Telemetry:
             state = "busy"
         temperature = health.get("temperature_c") if sample.state == "up" else None
         return CardView(
-            index=sample.index, endpoint=sample.endpoint, state=state, reason=sample.reason,
-            last_seen=sample.last_seen, load_pct=health.get("load_pct"), load_source=health.get("load_source"),
-            temperature_c=temperature, thermal=self._thermal(temperature),
-            mem_used_bytes=health.get("mem_used_bytes"), mem_total_bytes=health.get("mem_total_bytes"),
-            layers=layers, layer_bytes=held.buffer_bytes if held else 0,
-            tokens_per_s=engine.live_tps if generating and state != "down" else 0.0, health=health,
+            index=sample.index,
+            endpoint=sample.endpoint,
+            state=state,
+            reason=sample.reason,
+            last_seen=sample.last_seen,
+            load_pct=health.get("load_pct"),
+            load_source=health.get("load_source"),
+            temperature_c=temperature,
+            thermal=self._thermal(temperature),
+            mem_used_bytes=health.get("mem_used_bytes"),
+            mem_total_bytes=health.get("mem_total_bytes"),
+            layers=layers,
+            layer_bytes=held.buffer_bytes if held else 0,
+            tokens_per_s=engine.live_tps if generating and state != "down" else 0.0,
+            health=health,
         )
 
     def _thermal(self, temperature: float | None) -> Literal["ok", "warning", "critical"] | None:
@@ -76,10 +85,20 @@ class Telemetry:
         cards = self._status(samples).cards
         now = time.time()
         with self._lock:
-            self._history.append({"t": now, "cards": [
-                {"card": c.index, "tokens_per_s": c.tokens_per_s, "load_pct": c.load_pct,
-                 "temperature_c": c.temperature_c} for c in cards
-            ]})
+            self._history.append(
+                {
+                    "t": now,
+                    "cards": [
+                        {
+                            "card": c.index,
+                            "tokens_per_s": c.tokens_per_s,
+                            "load_pct": c.load_pct,
+                            "temperature_c": c.temperature_c,
+                        }
+                        for c in cards
+                    ],
+                }
+            )
             self._update_hot(cards)
 
     def _update_hot(self, cards: tuple[CardView, ...]) -> None:

@@ -20,10 +20,20 @@ from app.ui.callers import client_address
 _EVERY_S = 1.0
 # What each catalog column means to a person, in the order they read it; the reason a model cannot load
 # comes early, where it is seen.
-_CATALOG = {"name": "Model", "fits": "Fits", "problem": "Why it cannot load", "loaded": "Loaded",
-            "size_gib": "Size (GiB)", "need_gib_per_card": "Needs per card (GiB)", "layers": "Layers",
-            "quant": "Quantisation", "n_ctx": "Context", "kv_type": "KV cache", "arch": "Architecture",
-            "file": "File"}
+_CATALOG = {
+    "name": "Model",
+    "fits": "Fits",
+    "problem": "Why it cannot load",
+    "loaded": "Loaded",
+    "size_gib": "Size (GiB)",
+    "need_gib_per_card": "Needs per card (GiB)",
+    "layers": "Layers",
+    "quant": "Quantisation",
+    "n_ctx": "Context",
+    "kv_type": "KV cache",
+    "arch": "Architecture",
+    "file": "File",
+}
 # The engine settings row, in the order of its fields (the cards' endpoints follow them).
 _SETTINGS = ["n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"]
 
@@ -51,17 +61,26 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                     n_batch = gr.Number(label="batch", precision=0)
                     n_ubatch = gr.Number(label="micro-batch", precision=0)
                     kv_type = gr.Dropdown(["f16", "q8_0", "q4_0"], label="KV cache")
-                    split = gr.Textbox(label="tensor split (share per card; empty: by free memory)",
-                                       elem_id="tensor-split")
+                    split = gr.Textbox(
+                        label="tensor split (share per card; empty: by free memory)", elem_id="tensor-split"
+                    )
                 with gr.Row():
-                    parallel = gr.Number(label="answers at once (parallel; each holds its context's KV cache "
-                                         "on the cards)", precision=0, minimum=1, elem_id="parallel")
-                    background = gr.Number(label="slots background work may take", precision=0, minimum=1,
-                                           elem_id="background-slots")
+                    parallel = gr.Number(
+                        label="answers at once (parallel; each holds its context's KV cache on the cards)",
+                        precision=0,
+                        minimum=1,
+                        elem_id="parallel",
+                    )
+                    background = gr.Number(
+                        label="slots background work may take", precision=0, minimum=1, elem_id="background-slots"
+                    )
                 apply = gr.Button("Apply and reload", elem_id="apply-settings")
             with gr.Accordion("Cards", open=False):
-                endpoints = gr.Textbox(lines=4, elem_id="card-endpoints",
-                                       label="Card endpoints (host:port, one per line; loopback or the internal link)")
+                endpoints = gr.Textbox(
+                    lines=4,
+                    elem_id="card-endpoints",
+                    label="Card endpoints (host:port, one per line; loopback or the internal link)",
+                )
                 with gr.Row():
                     ping = gr.Button("Ping", elem_id="ping-cards")
                     use = gr.Button("Use these cards and reload", elem_id="set-cards")
@@ -83,8 +102,10 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                 rows, log = admin.catalog_view(key), admin.log(key)
             except AdminDenied as err:
                 raise denied(err) from err
-            catalog = pd.DataFrame([{label: _cell(row.get(k)) for k, label in _CATALOG.items()} for row in rows],
-                                   columns=list(_CATALOG.values()))
+            catalog = pd.DataFrame(
+                [{label: _cell(row.get(k)) for k, label in _CATALOG.items()} for row in rows],
+                columns=list(_CATALOG.values()),
+            )
             return catalog, pd.DataFrame(log), gr.update(choices=[(row["name"], row["id"]) for row in rows])
 
         def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
@@ -94,8 +115,16 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
             except AdminDenied as err:
                 raise denied(err) from err
             shown = [current[name] for name in _SETTINGS] + [current["cards"]]
-            return (opened, gr.update(visible=False), gr.update(visible=True), "", gr.Timer(active=True),
-                    _live(status()), *overview(opened), *shown)
+            return (
+                opened,
+                gr.update(visible=False),
+                gr.update(visible=True),
+                "",
+                gr.Timer(active=True),
+                _live(status()),
+                *overview(opened),
+                *shown,
+            )
 
         def on_tick(key: str | None, job_id: str | None) -> tuple[Any, ...]:
             try:
@@ -120,12 +149,28 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                 raise gr.Error("Choose a model and tick the confirmation first.")
             return started(key, f"switch to {model}", lambda: admin.switch_model(key, model, who=who(request)))
 
-        def on_apply(key: str | None, context: float | None, threads: float | None, batch: float | None,
-                     ubatch: float | None, kv: str, shares: str, slots: float | None, background_slots: float | None,
-                     request: gr.Request) -> tuple[str, str]:
-            changes = {"n_ctx": context, "n_threads": threads, "n_batch": batch, "n_ubatch": ubatch,
-                       "kv_type": kv, "tensor_split": shares, "parallel": slots,
-                       "background_slots": background_slots}  # the admin service checks each one
+        def on_apply(
+            key: str | None,
+            context: float | None,
+            threads: float | None,
+            batch: float | None,
+            ubatch: float | None,
+            kv: str,
+            shares: str,
+            slots: float | None,
+            background_slots: float | None,
+            request: gr.Request,
+        ) -> tuple[str, str]:
+            changes = {
+                "n_ctx": context,
+                "n_threads": threads,
+                "n_batch": batch,
+                "n_ubatch": ubatch,
+                "kv_type": kv,
+                "tensor_split": shares,
+                "parallel": slots,
+                "background_slots": background_slots,
+            }  # the admin service checks each one
             return started(key, "engine settings", lambda: admin.apply_settings(key, changes, who=who(request)))
 
         def on_cards(key: str | None, text: str, request: gr.Request) -> tuple[str, str]:
@@ -143,8 +188,13 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
         quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
         settings = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, parallel, background]
         fields = [*settings, endpoints]
-        gr.on([enter.click, password.submit], on_login, password,
-              [token, door, room, password, timer, live, table, history, choice, *fields], **quiet)
+        gr.on(
+            [enter.click, password.submit],
+            on_login,
+            password,
+            [token, door, room, password, timer, live, table, history, choice, *fields],
+            **quiet,
+        )
         timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
         go.click(on_switch, [token, choice, sure], [job, result], **quiet)
         apply.click(on_apply, [token, *settings], [job, result], **quiet)
@@ -162,8 +212,9 @@ def _progress(admin: AdminService, status: ApplianceStatus) -> str:
     lines = [f"⏳ {status.message}"]
     for row in admin.load_progress():
         lines.append(
-            f"- card {row.card} ({row.endpoint}): no memory reading" if row.pct is None else
-            f"- card {row.card} ({row.endpoint}): {row.loaded_gib} of ≈{row.expected_gib} GiB ({row.pct} %)"
+            f"- card {row.card} ({row.endpoint}): no memory reading"
+            if row.pct is None
+            else f"- card {row.card} ({row.endpoint}): {row.loaded_gib} of ≈{row.expected_gib} GiB ({row.pct} %)"
         )
     return "\n".join(lines)
 

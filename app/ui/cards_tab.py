@@ -23,8 +23,15 @@ def build(telemetry: Telemetry) -> gr.Timer:
     strip = gr.HTML(panels.card_strip(status), elem_id="card-panels")
     plots = [
         gr.LinePlot(
-            _frame(telemetry, key), x="minutes", y=key, color="card", title=title, x_title="minutes ago",
-            y_title=title, height=220, elem_id=f"plot-{key}",
+            _frame(telemetry, key),
+            x="minutes",
+            y=key,
+            color="card",
+            title=title,
+            x_title="minutes ago",
+            y_title=title,
+            height=220,
+            elem_id=f"plot-{key}",
         )
         for key, title in _PLOTS
     ]
@@ -47,8 +54,11 @@ def _frame(telemetry: Telemetry, key: str) -> pd.DataFrame:
     rows = telemetry.history()
     now = time.time()
     frame = pd.DataFrame(
-        [{"minutes": round((r["t"] - now) / 60, 3), "card": f"card {r['card']}", key: r[key]} for r in rows
-        if r.get(key) is not None]
+        [
+            {"minutes": round((r["t"] - now) / 60, 3), "card": f"card {r['card']}", key: r[key]}
+            for r in rows
+            if r.get(key) is not None
+        ]
     )
     if frame.empty:
         return pd.DataFrame({"minutes": [], "card": [], key: []})

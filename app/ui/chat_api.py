@@ -57,8 +57,10 @@ def register(chat: ChatService, *, updates_per_s: float) -> None:
 
     def conversations(query: str = "", request: gr.Request = None) -> list[dict[str, str]]:  # type: ignore[assignment]
         """The caller's conversations, newest first (with `query`: those that contain it)."""
-        return [{"id": c.id, "title": c.title, "updated_at": c.updated_at}
-                for c in chat.recent(owner_of(request), query=query)]
+        return [
+            {"id": c.id, "title": c.title, "updated_at": c.updated_at}
+            for c in chat.recent(owner_of(request), query=query)
+        ]
 
     gr.api(chat_, api_name="chat", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)
     gr.api(stop, api_name="stop", queue=False)

@@ -20,8 +20,11 @@ from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE, OnLoad
 
 # Inline and display maths as people (and models) write it.
 LATEX: list[dict[str, str | bool]] = [
-         {"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
-         {"left": "\\(", "right": "\\)", "display": False}, {"left": "$", "right": "$", "display": False}]
+    {"left": "$$", "right": "$$", "display": True},
+    {"left": "\\[", "right": "\\]", "display": True},
+    {"left": "\\(", "right": "\\)", "display": False},
+    {"left": "$", "right": "$", "display": False},
+]
 
 
 def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str) -> OnLoad:
@@ -48,7 +51,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 with gr.Accordion("System prompt", open=False, elem_id="system-prompt-box"):
                     system = gr.Textbox(default_prompt, lines=3, show_label=False, elem_id="system-prompt")
             bubbles = gr.Chatbot(elem_id="chatbot", buttons=["copy"], feedback_options=None, show_label=False,
-                                 latex_delimiters=LATEX, height="auto", editable="user")
+                                 latex_delimiters=LATEX, height="auto", editable="user")  # fmt: skip
             with gr.Row(elem_id="chat-under"):
                 line = gr.Markdown(elem_id="chat-status")
                 with gr.Row(visible=False, elem_id="versions") as versions:
@@ -57,7 +60,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                     newer = gr.Button("›", size="sm", min_width=40, elem_id="version-newer")
             with gr.Row(elem_id="composer"):
                 box = gr.Textbox(placeholder="Message Quartet…", show_label=False, scale=6, lines=1, max_lines=8,
-                                 elem_id="chat-input")
+                                 elem_id="chat-input")  # fmt: skip
                 send = gr.Button("Send", variant="primary", scale=1, min_width=90, elem_id="send")
                 stop = gr.Button("Stop", variant="stop", scale=1, min_width=90, visible=False, elem_id="stop")
                 regenerate = gr.Button("Regenerate", scale=1, min_width=110, interactive=False, elem_id="regenerate")
@@ -70,10 +73,16 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         """Everything the tab shows for one conversation (or none): transcript, prompt, list, title, buttons."""
         found = _owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
-        return (display.bubbles(history), found.system_prompt if found else default_prompt,
-                found.id if found else None, listed(owner, found.id if found else None, query),
-                found.title if found else "", gr.update(interactive=_answered(history)), display.last_stats(history),
-                *version_view(owner, found))
+        return (
+            display.bubbles(history),
+            found.system_prompt if found else default_prompt,
+            found.id if found else None,
+            listed(owner, found.id if found else None, query),
+            found.title if found else "",
+            gr.update(interactive=_answered(history)),
+            display.last_stats(history),
+            *version_view(owner, found),
+        )
 
     def version_view(owner: str, found: Conversation | None) -> tuple[Any, str]:
         """‹ 2 of 3 › under the chat when the last answer has been regenerated."""
@@ -106,8 +115,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 history = chat.history(cid, owner=owner)
             yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update()
 
-    def on_send(text: str, cid: str | None, prompt: str, browser_id: str | None,
-                request: gr.Request) -> Iterator[tuple[Any, ...]]:
+    def on_send(
+        text: str, cid: str | None, prompt: str, browser_id: str | None, request: gr.Request
+    ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise gr.Error("Type a message first.")
         owner, page = owner_of(request, browser_id), session_of(request)
@@ -140,11 +150,17 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
-        return (*busy(False), listed(owner, cid, query), gr.update(interactive=_answered(history)),
-                found.title if found else "", *version_view(owner, found))
+        return (
+            *busy(False),
+            listed(owner, cid, query),
+            gr.update(interactive=_answered(history)),
+            found.title if found else "",
+            *version_view(owner, found),
+        )
 
-    def on_edit(cid: str | None, browser_id: str | None, edited: gr.EditData,
-                request: gr.Request) -> Iterator[tuple[Any, ...]]:
+    def on_edit(
+        cid: str | None, browser_id: str | None, edited: gr.EditData, request: gr.Request
+    ) -> Iterator[tuple[Any, ...]]:
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         index = edited.index if isinstance(edited.index, int) else edited.index[0]
@@ -157,8 +173,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             raise gr.Error(str(err)) from err
         yield from stream(updates, found.id, owner, session_of(request))
 
-    def on_version(cid: str | None, browser_id: str | None, step: int, query: str,
-                   request: gr.Request) -> tuple[Any, ...]:
+    def on_version(
+        cid: str | None, browser_id: str | None, step: int, query: str, request: gr.Request
+    ) -> tuple[Any, ...]:
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         if found is not None:
@@ -180,8 +197,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(owner_of(request, browser_id), cid, query)
 
-    def on_rename(cid: str | None, text: str, browser_id: str | None, query: str,
-                  request: gr.Request) -> dict[str, Any]:
+    def on_rename(
+        cid: str | None, text: str, browser_id: str | None, query: str, request: gr.Request
+    ) -> dict[str, Any]:
         owner = owner_of(request, browser_id)
         try:
             chat.rename(cid or "", text, owner=owner)
@@ -215,8 +233,11 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
     # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
     may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
-    engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
-                                    "api_visibility": "private"}
+    engine_bound: dict[str, Any] = {
+        "concurrency_limit": ENGINE_LISTENERS,
+        "concurrency_id": ENGINE_QUEUE,
+        "api_visibility": "private",
+    }
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
     outputs = [bubbles, line, conversation, box]
     after = [send, stop, picker, regenerate, title, versions, which]
@@ -229,6 +250,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
     edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
     edited.then(settled, [conversation, browser, search], after, **quiet)
+
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(cid, browser_id, -1, query, request)
 
@@ -237,6 +259,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     older.click(on_older, [conversation, browser, search], view, **may_refuse)
     newer.click(on_newer, [conversation, browser, search], view, **may_refuse)
+
     def on_stop(request: gr.Request) -> None:
         chat.stop(session_of(request))
 
@@ -255,8 +278,12 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     as_markdown.click(on_markdown, [conversation, browser], exported, **may_refuse)
     as_json.click(on_json, [conversation, browser], exported, **may_refuse)
     conversation.change(lambda: gr.update(value=None, visible=False), None, exported, **quiet)  # not another chat's
-    drawer.click(lambda opened: (gr.update(elem_classes=[] if opened else ["q-open"]), not opened),
-                 drawer_open, [listing, drawer_open], **quiet)
+    drawer.click(
+        lambda opened: (gr.update(elem_classes=[] if opened else ["q-open"]), not opened),
+        drawer_open,
+        [listing, drawer_open],
+        **quiet,
+    )
     return OnLoad(on_load, [browser, conversation], [browser, *view])
 
 

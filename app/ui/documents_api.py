@@ -20,9 +20,19 @@ def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -
         (pages without text; "Indexed in part: …" for a document longer than the limits), and when it was
         last indexed."""
         return [
-            {"id": d.id, "name": d.name, "collection": d.collection, "status": d.status, "pages": d.pages_total,
-             "pages_done": d.pages_done, "chunks": d.chunk_count, "error_kind": d.error_kind, "error": d.error,
-             "note": d.note, "indexed_at": d.indexed_at}
+            {
+                "id": d.id,
+                "name": d.name,
+                "collection": d.collection,
+                "status": d.status,
+                "pages": d.pages_total,
+                "pages_done": d.pages_done,
+                "chunks": d.chunk_count,
+                "error_kind": d.error_kind,
+                "error": d.error,
+                "note": d.note,
+                "indexed_at": d.indexed_at,
+            }
             for d in kb.documents()
         ]
 
@@ -78,5 +88,11 @@ def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -
 
 
 def _source(source: Source) -> dict[str, Any]:
-    return {"number": source.number, "document_id": source.document_id, "file": source.name, "page": source.page,
-            "text": source.text, "score": source.score}
+    return {
+        "number": source.number,
+        "document_id": source.document_id,
+        "file": source.name,
+        "page": source.page,
+        "text": source.text,
+        "score": source.score,
+    }

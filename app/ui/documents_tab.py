@@ -27,8 +27,13 @@ from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 _COLUMNS = ["Document", "Status", "Note", "Pages", "Passages", "Folder"]
 _WIDTHS: list[str | int] = ["30%", "118px", "40%", "70px", "92px", "80px"]
 _EVERY_S = 2.0
-_STATUS = {"ok": "✅ indexed", "error": "⚠ not indexed", "duplicate": "⧉ duplicate", "indexing": "⏳ indexing",
-           "queued": "⏳ queued"}
+_STATUS = {
+    "ok": "✅ indexed",
+    "error": "⚠ not indexed",
+    "duplicate": "⧉ duplicate",
+    "indexing": "⏳ indexing",
+    "queued": "⏳ queued",
+}
 
 
 def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, max_upload_bytes: int) -> gr.Timer:
@@ -39,8 +44,7 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=340):
             with gr.Row():
-                question = gr.Textbox(label="Question", placeholder="Ask the documents…", scale=4,
-                                      elem_id="question")
+                question = gr.Textbox(label="Question", placeholder="Ask the documents…", scale=4, elem_id="question")
                 ask = gr.Button("Ask", variant="primary", scale=1, min_width=80, elem_id="ask")
                 stop_ask = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop-ask")
             scope = gr.Dropdown(label="Only these documents", multiselect=True, choices=[], elem_id="scope")
@@ -55,25 +59,36 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
                     stop_run = gr.Button("Stop", variant="stop", elem_id="stop-summarise")
                 summary = gr.Markdown(elem_id="summary")
         with gr.Column(scale=2, min_width=320):
-            drop = gr.File(label="Drop files here (PDF, TXT, MD, HTML, DOCX, CSV)", file_count="multiple",
-                           elem_id="upload")
-            gr.HTML(f"<div class='q-note' data-max-bytes='{max_upload_bytes}'>Up to {max_upload_bytes / 2**20:.0f} MB "
-                    "a file.</div>", elem_id="upload-limit")
+            drop = gr.File(
+                label="Drop files here (PDF, TXT, MD, HTML, DOCX, CSV)", file_count="multiple", elem_id="upload"
+            )
+            gr.HTML(
+                f"<div class='q-note' data-max-bytes='{max_upload_bytes}'>Up to {max_upload_bytes / 2**20:.0f} MB "
+                "a file.</div>",
+                elem_id="upload-limit",
+            )
             # the page's script names here the files it kept out of a drop for their size (no upload at all
             # would happen otherwise: the browser refuses a whole batch for one file over the limit)
             too_large = gr.Textbox(elem_id="upload-too-large", elem_classes=["q-hidden"], show_label=False)
             outcome = gr.Markdown(elem_id="upload-status")
             report = gr.JSON(visible=False)  # what the `ingest` endpoint returns: one entry per file
             progress = gr.Markdown(elem_id="ingest-progress")
-            table = gr.Dataframe(headers=_COLUMNS, interactive=False, wrap=True, column_widths=_WIDTHS,
-                                 max_height=420, elem_id="documents")
+            table = gr.Dataframe(
+                headers=_COLUMNS,
+                interactive=False,
+                wrap=True,
+                column_widths=_WIDTHS,
+                max_height=420,
+                elem_id="documents",
+            )
             with gr.Accordion("Manage a document", open=False, elem_id="manage-docs"):
                 chosen = gr.Dropdown(label="Document", choices=[], elem_id="doc-choice")
                 with gr.Row():
                     reindex = gr.Button("Index again", elem_id="reindex-doc")
                     delete = gr.Button("Delete…", elem_id="delete-doc")
-                    really = gr.Button("Delete it for good", variant="stop", visible=False,
-                                       elem_id="delete-doc-confirm")
+                    really = gr.Button(
+                        "Delete it for good", variant="stop", visible=False, elem_id="delete-doc-confirm"
+                    )
                 clear = gr.Button("Remove every failed or duplicate document", elem_id="clear-failed")
             with gr.Row():
                 locked = gr.Dropdown(label="Password-protected PDF", choices=[], scale=2, elem_id="locked")
@@ -83,10 +98,15 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
     def listing(sent: list[list[Any]]) -> tuple[Any, ...]:
         docs = kb.documents()
         ready = [(d.name, d.id) for d in docs if d.status == "ok"]
-        return (_table(docs), _progress_line(kb.progress()), _uploads_md(sent, docs), gr.update(choices=ready),
-                gr.update(choices=ready), gr.update(choices=[(d.name, d.id) for d in docs if d.error_kind ==
-                                                                  "encrypted"]),
-                gr.update(choices=[(d.name, d.id) for d in docs]))
+        return (
+            _table(docs),
+            _progress_line(kb.progress()),
+            _uploads_md(sent, docs),
+            gr.update(choices=ready),
+            gr.update(choices=ready),
+            gr.update(choices=[(d.name, d.id) for d in docs if d.error_kind == "encrypted"]),
+            gr.update(choices=[(d.name, d.id) for d in docs]),
+        )
 
     def on_upload(files: list[str] | None, sent: list[list[Any]]) -> tuple[Any, ...]:
         now = []
@@ -98,8 +118,12 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
                 now.append([Path(name).name, None, str(err)])
             except OSError as err:
                 now.append([Path(name).name, None, f"it could not be saved ({err.strerror or err}); try again"])
-        results = [{"file": f, "saved_as": saved, "status": "queued"} if saved else
-                   {"file": f, "status": "refused", "reason": why} for f, saved, why in now]
+        results = [
+            {"file": f, "saved_as": saved, "status": "queued"}
+            if saved
+            else {"file": f, "status": "refused", "reason": why}
+            for f, saved, why in now
+        ]
         sent = now + sent[:20]
         return results, sent, *listing(sent)
 
@@ -107,8 +131,10 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
         if not _names(names):  # the box emptied again below
             return gr.skip(), gr.skip(), *[gr.skip() for _ in lists]
         limit = f"{max_upload_bytes / 2**20:.0f} MB"
-        now = [[name, None, f"{name} is larger than {limit}, the limit for one file; it was not saved."]
-               for name in _names(names)]
+        now = [
+            [name, None, f"{name} is larger than {limit}, the limit for one file; it was not saved."]
+            for name in _names(names)
+        ]
         sent = now + sent[:20]
         return "", sent, *listing(sent)
 
@@ -164,8 +190,11 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
     # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
     # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
     may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
-    engine_bound: dict[str, Any] = {"concurrency_limit": ENGINE_LISTENERS, "concurrency_id": ENGINE_QUEUE,
-                                    "api_visibility": "private"}
+    engine_bound: dict[str, Any] = {
+        "concurrency_limit": ENGINE_LISTENERS,
+        "concurrency_id": ENGINE_QUEUE,
+        "api_visibility": "private",
+    }
     lists = [table, progress, outcome, scope, whole, locked, chosen]
     drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest")
     too_large.change(on_too_large, [too_large, uploads], [too_large, uploads, *lists], **may_refuse)
@@ -190,8 +219,17 @@ def _names(text: str) -> list[str]:
 
 
 def _table(docs: list[DocumentInfo]) -> pd.DataFrame:
-    rows = [[d.name, _STATUS.get(d.status, d.status), d.error or d.note or "", f"{d.pages_done}/{d.pages_total}",
-             d.chunk_count, d.collection or ""] for d in docs]
+    rows = [
+        [
+            d.name,
+            _STATUS.get(d.status, d.status),
+            d.error or d.note or "",
+            f"{d.pages_done}/{d.pages_total}",
+            d.chunk_count,
+            d.collection or "",
+        ]
+        for d in docs
+    ]
     return pd.DataFrame(rows, columns=_COLUMNS)
 
 
@@ -237,8 +275,10 @@ def _pages(sources: list[Source]) -> dict[tuple[int, int], list[Source]]:
 
 
 def _source_choices(sources: list[Source]) -> list[tuple[str, int]]:
-    return [(f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, page {same[0].page}", same[0].number)
-            for same in _pages(sources).values()]
+    return [
+        (f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, page {same[0].page}", same[0].number)
+        for same in _pages(sources).values()
+    ]
 
 
 def _answer_md(update: Answer) -> str:
@@ -266,6 +306,8 @@ def _page_html(source: Source, full: str) -> str:
     if not passage.strip():  # offsets unknown: show the snippet itself highlighted
         before, passage, after = "", source.text, ""
     body = f"{html.escape(before)}<mark>{html.escape(passage)}</mark>{html.escape(after)}"
-    return (f"<div class='q-page' data-source='{source.number}'>"
-            f"<div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
-            f"<div class='q-page-text'>{body}</div></div>")
+    return (
+        f"<div class='q-page' data-source='{source.number}'>"
+        f"<div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
+        f"<div class='q-page-text'>{body}</div></div>"
+    )

@@ -22,7 +22,11 @@ from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 def register(ex: ExtractionService) -> None:
     def extract(
-        document: str = "", template: str = "", schema: str = "", max_tokens: int = 0, timeout_s: float = 0,
+        document: str = "",
+        template: str = "",
+        schema: str = "",
+        max_tokens: int = 0,
+        timeout_s: float = 0,
         file: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Typed fields from one document (id or file name), or from `file`, uploaded in this call (saved
@@ -60,19 +64,45 @@ def register(ex: ExtractionService) -> None:
             run, results = ex.run(run_id), ex.results(run_id)
         except LookupError as err:
             raise gr.Error(str(err)) from err
-        return {"status": run.status, "error": run.error, "documents_done": run.documents_done,
-                "documents_total": run.documents_total, "now": ex.live(run_id),
-                "results": [{"document": r.document_name, "record": r.final, "fields": r.fields,
-                             "unverified": r.unverified, "error": r.error} for r in results],
-                "csv": ex.export(run_id).csv if results else ""}
+        return {
+            "status": run.status,
+            "error": run.error,
+            "documents_done": run.documents_done,
+            "documents_total": run.documents_total,
+            "now": ex.live(run_id),
+            "results": [
+                {
+                    "document": r.document_name,
+                    "record": r.final,
+                    "fields": r.fields,
+                    "unverified": r.unverified,
+                    "error": r.error,
+                }
+                for r in results
+            ],
+            "csv": ex.export(run_id).csv if results else "",
+        }
 
     with gr.Group(visible=False):  # the inputs of `extract`: an API, not a part of the page
-        inputs = [gr.Textbox(""), gr.Textbox(""), gr.Textbox(""), gr.Number(0, precision=0), gr.Number(0),
-                  gr.File(file_count="single", type="filepath")]
+        inputs = [
+            gr.Textbox(""),
+            gr.Textbox(""),
+            gr.Textbox(""),
+            gr.Number(0, precision=0),
+            gr.Number(0),
+            gr.File(file_count="single", type="filepath"),
+        ]
         output = gr.JSON()
         trigger = gr.Button()
-    trigger.click(extract, inputs, output, api_name="extract", concurrency_limit=ENGINE_LISTENERS,
-                  concurrency_id=ENGINE_QUEUE, show_progress="hidden")
+    trigger.click(
+        extract,
+        inputs,
+        output,
+        api_name="extract",
+        concurrency_limit=ENGINE_LISTENERS,
+        concurrency_id=ENGINE_QUEUE,
+        show_progress="hidden",
+    )
     gr.api(extraction_run, api_name="extraction_run", queue=False)
     gr.api(extraction_results, api_name="extraction_results", queue=False)
 
@@ -82,5 +112,9 @@ def _step(step: Step) -> dict[str, Any]:
 
 
 def _result(result: Extraction) -> dict[str, Any]:
-    return {"document": result.name, "record": result.record, "problems": result.problems,
-            "fields": {name: {"value": fv.value, **provenance(fv)} for name, fv in result.fields.items()}}
+    return {
+        "document": result.name,
+        "record": result.record,
+        "problems": result.problems,
+        "fields": {name: {"value": fv.value, **provenance(fv)} for name, fv in result.fields.items()},
+    }

@@ -17,8 +17,9 @@ def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: st
     event of a type chosen (to chain what follows from it)."""
     clicked = gr.State(None)  # the row index last clicked in this browser
     with gr.Row():
-        kind = gr.Dropdown(types, value=None, label=f"Type of the {what} clicked", scale=2,
-                           elem_id=f"{elem_prefix}-type")
+        kind = gr.Dropdown(
+            types, value=None, label=f"Type of the {what} clicked", scale=2, elem_id=f"{elem_prefix}-type"
+        )
         add = gr.Button(f"Add a {what}", scale=1, elem_id=f"{elem_prefix}-add")
         delete = gr.Button(f"Delete the {what} clicked", scale=1, elem_id=f"{elem_prefix}-delete")
 
@@ -55,14 +56,19 @@ def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: st
 def with_column_rows(fields: pd.DataFrame, cols: pd.DataFrame, *, table: str, type_column: int) -> pd.DataFrame:
     """The column table with a first column row for every field of type `table` that has none yet."""
     named = {_text(v) for v in cols.iloc[:, 0]} if len(cols) else set()
-    missing = [str(row.iloc[0]).strip() for _, row in fields.iterrows()
-               if _text(row.iloc[type_column]) == table and str(row.iloc[0]).strip()
-               and str(row.iloc[0]).strip().lower() not in named]
+    missing = [
+        str(row.iloc[0]).strip()
+        for _, row in fields.iterrows()
+        if _text(row.iloc[type_column]) == table
+        and str(row.iloc[0]).strip()
+        and str(row.iloc[0]).strip().lower() not in named
+    ]
     if not missing:
         return cols
     kept = cols.fillna("")[[any(str(v).strip() for v in row) for row in cols.fillna("").values.tolist()]]
-    starters = pd.DataFrame([[name, "", "text", "", "", ""][: len(cols.columns)] for name in missing],
-                            columns=cols.columns)
+    starters = pd.DataFrame(
+        [[name, "", "text", "", "", ""][: len(cols.columns)] for name in missing], columns=cols.columns
+    )
     return pd.concat([kept, starters], ignore_index=True)
 
 

@@ -29,19 +29,23 @@ def review(run: Run, results: list[Result]) -> str:
     for result in results:
         flat = [name for name, spec in run.schema["properties"].items() if not is_table(spec)]
         items = "".join(_field(result, name) for name in flat if result.final.get(name) is not None)
-        grids = "".join(_grid(run, result, name) for name, spec in run.schema["properties"].items()
-                        if is_table(spec) and result.final.get(name))
+        grids = "".join(
+            _grid(run, result, name)
+            for name, spec in run.schema["properties"].items()
+            if is_table(spec) and result.final.get(name)
+        )
         error = f"<div class='q-warn'>⚠ {html.escape(result.error)}</div>" if result.error else ""
-        parts.append(f"<details class='q-review' open><summary>{html.escape(result.document_name)}</summary>"
-                     f"{error}<ul>{items}</ul>{grids}</details>")
+        parts.append(
+            f"<details class='q-review' open><summary>{html.escape(result.document_name)}</summary>"
+            f"{error}<ul>{items}</ul>{grids}</details>"
+        )
     return "".join(parts)
 
 
 def flat_grid(run: Run, results: list[Result]) -> dict[str, Any]:
     """The results table's value: one row per document, its flat fields, a flag on every cell."""
     names = [n for n, spec in run.schema["properties"].items() if not is_table(spec)]
-    rows = [[(r.document_name, "")] + [(cell_text(r.final.get(n)), _field_flag(r, n)) for n in names]
-            for r in results]
+    rows = [[(r.document_name, "")] + [(cell_text(r.final.get(n)), _field_flag(r, n)) for n in names] for r in results]
     return _flagged(["document", *names], rows)
 
 
@@ -50,11 +54,20 @@ def table_grid(run: Run, field: str, rows: list[tuple[Result, int, dict[str, Any
     cols = list(columns(run.schema["properties"][field]))
     shown = []
     for result, index, row in rows:
-        cells = (row_place(result, field, index).get("cells") or {})
+        cells = row_place(result, field, index).get("cells") or {}
         original = _original_row(result, field, index)
-        shown.append([(result.document_name, ""), (str(index + 1), "")] + [
-            (cell_text(row.get(c)), _cell_flag(row.get(c), original.get(c), (cells.get(c) or {}).get("verified"),
-                                               field in result.corrected)) for c in cols])
+        shown.append(
+            [(result.document_name, ""), (str(index + 1), "")]
+            + [
+                (
+                    cell_text(row.get(c)),
+                    _cell_flag(
+                        row.get(c), original.get(c), (cells.get(c) or {}).get("verified"), field in result.corrected
+                    ),
+                )
+                for c in cols
+            ]
+        )
     return _flagged(["document", "row", *cols], shown)
 
 
@@ -109,8 +122,10 @@ def _field(result: Result, name: str) -> str:
         badge = _verdict(info.get("verified"))
     page = f"p. {info['page']}" if info.get("page") else ""
     snippet = html.escape(info.get("snippet") or "")
-    return (f"<li><b>{html.escape(name)}</b>: {html.escape(cell_text(value))} <i>{page}</i> {badge}{was}"
-            f"{f'<div class=q-snippet>{snippet}</div>' if snippet else ''}</li>")
+    return (
+        f"<li><b>{html.escape(name)}</b>: {html.escape(cell_text(value))} <i>{page}</i> {badge}{was}"
+        f"{f'<div class=q-snippet>{snippet}</div>' if snippet else ''}</li>"
+    )
 
 
 def _grid(run: Run, result: Result, name: str) -> str:
@@ -121,8 +136,14 @@ def _grid(run: Run, result: Result, name: str) -> str:
     for index, row in enumerate(result.final[name]):
         place, original = row_place(result, name, index), _original_row(result, name, index)
         edited = corrected and any(cell_text(row.get(c)) != cell_text(original.get(c)) for c in cols)
-        cells = "".join(_cell(row.get(c), (place.get("cells") or {}).get(c), corrected and cell_text(row.get(c)) !=
-                              cell_text(original.get(c))) for c in cols)
+        cells = "".join(
+            _cell(
+                row.get(c),
+                (place.get("cells") or {}).get(c),
+                corrected and cell_text(row.get(c)) != cell_text(original.get(c)),
+            )
+            for c in cols
+        )
         if edited:
             verdict = _badge("q-ok", "corrected")
         elif place.get("conflict"):
@@ -131,8 +152,10 @@ def _grid(run: Run, result: Result, name: str) -> str:
         else:
             verdict = _verdict(place.get("verified"), row=True)
         body.append(f"<tr><td>{index + 1}</td>{cells}<td>{place.get('page') or ''}</td><td>{verdict}</td></tr>")
-    return (f"<div class='q-grid-title'>{html.escape(name)}</div>"
-            f"<table class='q-grid' data-table='{html.escape(name)}'><tr>{head}</tr>{''.join(body)}</table>")
+    return (
+        f"<div class='q-grid-title'>{html.escape(name)}</div>"
+        f"<table class='q-grid' data-table='{html.escape(name)}'><tr>{head}</tr>{''.join(body)}</table>"
+    )
 
 
 def _cell(value: Any, info: dict[str, Any] | None, corrected: bool) -> str:
@@ -149,8 +172,9 @@ def _cell(value: Any, info: dict[str, Any] | None, corrected: bool) -> str:
 
 def _verdict(verified: bool | None, *, row: bool = False) -> str:
     if verified is False:
-        return _badge("q-warn", "unverified: not found together on its page" if row else
-                      "unverified: not found on its page")
+        return _badge(
+            "q-warn", "unverified: not found together on its page" if row else "unverified: not found on its page"
+        )
     if verified is None:
         return _badge("q-muted", "cannot be checked in the text")
     return _badge("q-ok", "found on the page")

@@ -43,20 +43,36 @@ def build(ex: ExtractionService) -> gr.Timer:
     with gr.Row():
         template = gr.Dropdown(
             [(t.title, name) for name, t in templates.items()] + [("Custom schema…", _CUSTOM)],
-            value=next(iter(templates), _CUSTOM), label="Template", elem_id="extract-template", scale=2,
+            value=next(iter(templates), _CUSTOM),
+            label="Template",
+            elem_id="extract-template",
+            scale=2,
         )
         documents = gr.Dropdown(label="Documents", multiselect=True, choices=[], elem_id="extract-docs", scale=3)
         folder = gr.Dropdown(label="…or a kb/ folder", choices=[], elem_id="extract-folder", scale=2)
     with gr.Accordion("Custom schema", open=False, elem_id="custom-schema"):
-        schema_text = gr.Code(language="json", label="JSON Schema (an object of fields and tables)",
-                              elem_id="schema-text")
-        fields = gr.Dataframe(headers=_FIELD_COLUMNS, column_count=5, column_limits=(5, 5), row_count=3,
-                              interactive=True, label="…or a field table (type: text, number, integer, yes/no, "
-                              "date, list of text, table)", elem_id="field-table")
+        schema_text = gr.Code(
+            language="json", label="JSON Schema (an object of fields and tables)", elem_id="schema-text"
+        )
+        fields = gr.Dataframe(
+            headers=_FIELD_COLUMNS,
+            column_count=5,
+            column_limits=(5, 5),
+            row_count=3,
+            interactive=True,
+            label="…or a field table (type: text, number, integer, yes/no, date, list of text, table)",
+            elem_id="field-table",
+        )
         typed = editing(fields, types=list(TABLE_TYPES), type_column=1, what="field", elem_prefix="field")
-        table_columns = gr.Dataframe(headers=list(COLUMN_COLUMNS), column_count=6, column_limits=(6, 6),
-                                     row_count=2, interactive=True, elem_id="column-table",
-                                     label="…and the columns of each table field (its name first)")
+        table_columns = gr.Dataframe(
+            headers=list(COLUMN_COLUMNS),
+            column_count=6,
+            column_limits=(6, 6),
+            row_count=2,
+            interactive=True,
+            elem_id="column-table",
+            label="…and the columns of each table field (its name first)",
+        )
         editing(table_columns, types=COLUMN_TYPES, type_column=2, what="column", elem_prefix="column")
         with gr.Row():
             from_template = gr.Button("Start from the template", elem_id="from-template")
@@ -66,25 +82,37 @@ def build(ex: ExtractionService) -> gr.Timer:
         stop = gr.Button("Stop", elem_id="extract-stop")
         runs = gr.Dropdown(label="Runs", choices=[], elem_id="extract-runs", scale=3)
     progress = gr.Markdown(elem_id="extract-progress")
-    table = gr.Dataframe(interactive=True, wrap=True, label="Results (edit a cell to correct it; ✓ found on "
-                         "its page, ? not found there, ⚠ conflict, ✎ corrected)", elem_id="extract-results")
+    table = gr.Dataframe(
+        interactive=True,
+        wrap=True,
+        label="Results (edit a cell to correct it; ✓ found on its page, ? not found there, ⚠ conflict, ✎ corrected)",
+        elem_id="extract-results",
+    )
     view = gr.HTML(elem_id="extract-review")
     with gr.Row():
         table_name = gr.Dropdown(label="Table", choices=[], elem_id="extract-table-name", scale=1)
-    rows_grid = gr.Dataframe(interactive=True, wrap=True, label="Rows of the table (edit a cell to correct it)",
-                             elem_id="extract-table-rows")
+    rows_grid = gr.Dataframe(
+        interactive=True, wrap=True, label="Rows of the table (edit a cell to correct it)", elem_id="extract-table-rows"
+    )
     with gr.Row():
         csv_file = gr.DownloadButton("Export CSV", elem_id="export-csv", interactive=False)
         json_file = gr.DownloadButton("Export JSON", elem_id="export-json", interactive=False)
-        table_files = gr.File(label="Tables as CSV (one file per table)", file_count="multiple",
-                              elem_id="export-tables", interactive=False)
+        table_files = gr.File(
+            label="Tables as CSV (one file per table)",
+            file_count="multiple",
+            elem_id="export-tables",
+            interactive=False,
+        )
     shown = gr.State(None)  # (run id, documents done, status, corrections) of what the table shows
 
     def choices() -> tuple[Any, ...]:
         docs = ex.documents()
         folders = sorted({d.collection for d in docs if d.collection})
-        return (gr.update(choices=[(d.name, d.id) for d in docs]), gr.update(choices=folders),
-                gr.update(choices=_run_choices(ex.runs())))
+        return (
+            gr.update(choices=[(d.name, d.id) for d in docs]),
+            gr.update(choices=folders),
+            gr.update(choices=_run_choices(ex.runs())),
+        )
 
     def on_run(name: str, ids: list[int] | None, where: str | None, pasted: str) -> tuple[Any, ...]:
         try:
@@ -113,10 +141,17 @@ def build(ex: ExtractionService) -> gr.Timer:
         tables = [name for name, spec in found.schema["properties"].items() if is_table(spec)]
         first = tables[0] if tables else None
         flat = flat_grid(found, results)
-        return (line, gr.update(value=flat, column_widths=widths(flat["headers"])), review(found, results),
-                gr.update(value=files[0], interactive=ready), gr.update(value=files[1], interactive=ready),
-                files[2] or None,
-                gr.update(choices=tables, value=first), on_table(found.id, first), now)
+        return (
+            line,
+            gr.update(value=flat, column_widths=widths(flat["headers"])),
+            review(found, results),
+            gr.update(value=files[0], interactive=ready),
+            gr.update(value=files[1], interactive=ready),
+            files[2] or None,
+            gr.update(choices=tables, value=first),
+            on_table(found.id, first),
+            now,
+        )
 
     def on_edit(run_id: int | None, edited: pd.DataFrame) -> None:
         if run_id:
@@ -146,8 +181,10 @@ def build(ex: ExtractionService) -> gr.Timer:
     def on_from_template(name: str) -> tuple[Any, Any]:
         found = ex.templates().get(name)
         schema = found.schema if found else {}
-        return (pd.DataFrame(field_rows(schema), columns=_FIELD_COLUMNS),
-                pd.DataFrame(column_rows(schema), columns=list(COLUMN_COLUMNS)))
+        return (
+            pd.DataFrame(field_rows(schema), columns=_FIELD_COLUMNS),
+            pd.DataFrame(column_rows(schema), columns=list(COLUMN_COLUMNS)),
+        )
 
     def on_to_schema(rows: pd.DataFrame, cols: pd.DataFrame) -> tuple[str, Any]:
         try:
@@ -165,8 +202,12 @@ def build(ex: ExtractionService) -> gr.Timer:
     rows_grid.input(on_table_edit, [runs, table_name, rows_grid], None, **_QUEUED)
     from_template.click(on_from_template, template, [fields, table_columns], **_QUIET)
     to_schema.click(on_to_schema, [fields, table_columns], [schema_text, template], **_QUEUED)
-    typed.then(lambda rows, cols: with_column_rows(rows, cols, table=TABLE, type_column=1), [fields, table_columns],
-               table_columns, **_QUEUED)  # a field made a table gets a first column to fill in
+    typed.then(
+        lambda rows, cols: with_column_rows(rows, cols, table=TABLE, type_column=1),
+        [fields, table_columns],
+        table_columns,
+        **_QUEUED,
+    )  # a field made a table gets a first column to fill in
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(refresh, [runs, shown], outputs, **_QUIET)
     timer.tick(choices, None, [documents, folder, runs], **_QUIET)

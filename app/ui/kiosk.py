@@ -16,9 +16,14 @@ def build(ctx: AppContext) -> gr.Blocks:
         # both filled by the page's load: what the page was built with is the boot state
         strip = gr.HTML("", elem_id="kiosk-cards")
         header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
-        load = chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
-                              updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-kiosk")
+        load = chat_tab.build(
+            ctx.chat,
+            default_prompt=ctx.settings.system_prompt,
+            updates_per_s=ctx.settings.ui_updates_per_s,
+            identity_key="quartet-kiosk",
+        )
         timer = gr.Timer(_EVERY_S)
+
         def now() -> tuple[str, str]:
             status = ctx.status()
             return display.header_html(status), panels.card_strip(status, compact=True)

@@ -27,11 +27,18 @@ def build(ctx: AppContext) -> gr.Blocks:
         header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
         with gr.Tabs():
             with gr.Tab("Chat", id="chat") as chat:
-                loads = [chat_tab.build(ctx.chat, default_prompt=ctx.settings.system_prompt,
-                                        updates_per_s=ctx.settings.ui_updates_per_s, identity_key="quartet-browser")]
+                loads = [
+                    chat_tab.build(
+                        ctx.chat,
+                        default_prompt=ctx.settings.system_prompt,
+                        updates_per_s=ctx.settings.ui_updates_per_s,
+                        identity_key="quartet-browser",
+                    )
+                ]
             with gr.Tab("Documents", id="documents") as documents:
-                documents_timer = documents_tab.build(ctx.knowledge, ctx.answerer, ctx.summariser,
-                                                      max_upload_bytes=ctx.settings.max_upload_mb * 2**20)
+                documents_timer = documents_tab.build(
+                    ctx.knowledge, ctx.answerer, ctx.summariser, max_upload_bytes=ctx.settings.max_upload_mb * 2**20
+                )
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
@@ -49,7 +56,10 @@ def build(ctx: AppContext) -> gr.Blocks:
         for tab in timers:
             tab.select(
                 lambda shown=timers[tab]: [gr.Timer(active=t is shown) for t in every],
-                None, every, queue=False, api_visibility="private",
+                None,
+                every,
+                queue=False,
+                api_visibility="private",
             )
         for load in loads:
             page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")

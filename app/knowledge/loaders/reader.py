@@ -171,4 +171,3 @@ def _tail(stream: IO[bytes], limit: int = 300) -> str:
     stream.seek(max(0, size - limit))
     lines = stream.read().decode("utf-8", "replace").strip().splitlines()
     return lines[-1] if lines else ""
-

@@ -1,0 +1,54 @@
+"""The composition root's one start/stop list: everything it starts, leaving the ExitStack stops."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from app.__main__ import build_context
+from app.lifecycle import Background, start_all
+from app.settings import Settings
+from tests.harness import PORT_OFFSET
+
+# Threads the background services start, by name (engine-dispatch: the scheduler; the rest by service).
+OURS = ("card-monitor", "engine-dispatch", "knowledge-ingest", "knowledge-watcher", "extraction")
+
+
+class Noted:
+    """A service whose stop is written down once it has returned."""
+
+    def __init__(self, service: Background, stopped: list[str]) -> None:
+        self.service, self.stopped = service, stopped
+
+    def start(self) -> None:
+        self.service.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.service.stop(timeout)
+        self.stopped.append(type(self.service).__name__)
+
+
+def ours() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith(OURS)}
+
+
+def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp_path: Path) -> None:
+    # Cards nobody listens on: the engine waits for them, which is enough to have every loop running.
+    cards = [f"127.0.0.1:{30880 + PORT_OFFSET + i}" for i in range(2)]
+    settings = Settings(data_dir=tmp_path / "var", kb_dir=tmp_path / "kb", cards=cards, card_poll_s=0.2)
+    ctx = build_context(settings)
+    order = [type(s).__name__ for s in ctx.background()]
+    assert order == ["CardMonitor", "EngineService", "KnowledgeService", "ExtractionService"]
+    before = ours()
+    stopped: list[str] = []
+    with ExitStack() as running:
+        start_all(running, [Noted(s, stopped) for s in ctx.background()], timeout=5.0)
+        started = ours() - before
+        assert {"card-monitor", "engine-dispatch", "knowledge-watcher", "extraction"} <= started, started
+    deadline = time.monotonic() + 10
+    while ours() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ours() - before, f"still running after the stack closed: {ours() - before}"
+    assert stopped == list(reversed(order))
