@@ -115,12 +115,13 @@ def test_three_answers_generate_together_each_with_its_own_options(service: Engi
     jsonschema.validate(json.loads(colour.text), schema)
     assert "seven" not in counting.text.lower() and isinstance(counting.end, Done)
     # Temperature 0: a batched answer is the answer its prompt gets alone, up to llama.cpp's batched
-    # arithmetic (other kernels for several rows round differently and can flip a near tie: measured,
-    # the counting answer parted after 5 words). Mixed sequences would part from the first token on,
-    # and resemble another prompt's answer more than their own.
+    # arithmetic (other kernels for several rows round differently and can flip a near tie: measured
+    # without flash attention, the counting answer parted after 5 words; with flash attention, the engine's
+    # setting since the host KV cache needs it, the story parted after 2). Mixed sequences would part from
+    # the first token on, and resemble another prompt's answer more than their own.
     for i, batched in enumerate(together):
         own = shared_words(batched.text, alone[i].text)
-        assert own >= min(4, len(alone[i].text.split())), (batched.text, alone[i].text)
+        assert own >= min(2, len(alone[i].text.split())), (batched.text, alone[i].text)
         assert all(own > shared_words(batched.text, other.text) for j, other in enumerate(alone) if j != i)
     for result in together:
         assert isinstance(result.end, Done) and result.end.stats.ttft_s > 0

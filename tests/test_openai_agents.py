@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
@@ -83,6 +84,9 @@ def test_an_agent_with_a_function_tool_runs_to_completion(appliance: Appliance, 
                 pass
             return stream.new_items, stream.final_output
 
-    items, final = asyncio.run(run())
+    # A thread of its own: Playwright's sync API keeps an event loop running in the main thread once a
+    # browser test has run, and asyncio.run refuses to start inside it.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        items, final = pool.submit(asyncio.run, run()).result()
     assert len(asked) == 1 and "Paris" in asked[0]  # the model called, the SDK ran the function
     ran_the_tool_then_answered(items, final)

@@ -119,7 +119,11 @@ class Engine:
                     n_threads_batch=cfg.n_threads,
                     type_k=_KV_TYPES[cfg.kv_type],
                     type_v=_KV_TYPES[cfg.kv_type],
-                    flash_attn=cfg.kv_type != "f16",
+                    # Flash attention keeps V untransposed, so a sequence's KV is copied to and from host
+                    # memory a run of cells at a time instead of row by row over RPC (thousands of calls):
+                    # measured, a 1,523-token conversation came back in 0.13 s instead of 3.4 s (slower
+                    # than reading it again, 3.0 s). llama-server turns it on wherever it is supported too.
+                    flash_attn=True,
                     verbose=False,
                 )
             except ValueError as err:
@@ -134,7 +138,7 @@ class Engine:
             prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch - cfg.parallel),
             max_tokens=cfg.max_tokens_limit,
             kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024,
-            v_transposed=cfg.kv_type == "f16",  # no flash attention
+            v_transposed=False,  # flash attention: V rows are not transposed
         )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)

@@ -22,7 +22,7 @@ class EngineConfig:
     split_mode: str = "layer"
     max_tokens_limit: int = 4096
     chat_template: str | None = None  # a file in template_dir that overrides the GGUF's template
-    kv_type: str = "f16"  # f16, q8_0 or q4_0 (quantised caches use flash attention)
+    kv_type: str = "f16"  # f16, q8_0 or q4_0 (always with flash attention: see engine.py)
     health_offset: int | None = 1000  # a card's /health port is its RPC port plus this (None: no agent)
     step_timeout_s: float = 30.0  # a step (prompt chunk or token) running longer means a card hangs
     template_dir: Path = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"
