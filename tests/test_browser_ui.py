@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,17 @@ def open_chat(browser: Any, url: str, width: int, height: int, **options: Any) -
     page.goto(url, wait_until="load")
     page.locator("#chat-input textarea").wait_for(timeout=15_000)
     return page
+
+
+def fill_settled(field: Any, text: str, *, timeout_s: float = 15.0) -> None:
+    """Fill a field and make sure it keeps the text: an update still on its way from the step before (the
+    view settling after an answer, a login filling the form) can land after a first fill and replace it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        field.fill(text)
+        field.page.wait_for_timeout(700)
+        if field.input_value() == text or time.monotonic() > deadline:
+            return
 
 
 def send(page: Any, text: str) -> None:
@@ -131,7 +143,7 @@ def test_conversations_can_be_searched_renamed_and_deleted(browser: Any, applian
     listing = page.locator("#conversations")
     listing.get_by_text("Lighthouse maintenance schedule?").wait_for(timeout=10_000)  # the title has no Markdown
     page.locator("#chat-manage").click()
-    page.locator("#chat-title textarea, #chat-title input").first.fill("Beacon upkeep")
+    fill_settled(page.locator("#chat-title textarea, #chat-title input").first, "Beacon upkeep")
     page.locator("#rename-chat").click()
     listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)
     page.locator("#chat-search input, #chat-search textarea").first.fill("maintenance")
