@@ -14,7 +14,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.openai_routes import build_router, require_key
-from app.api.schemas import ApiError
+from app.api.request_models import ApiError
 from app.auth import login_check
 from app.context import AppContext
 from app.telemetry import metrics

@@ -39,7 +39,7 @@ METRICS = ("decode_tps", "ttft_s", "prompt_tps", "host_cpu_ms_tok", "cards_cpu_m
 def worker(spec: dict[str, Any]) -> int:
     """Load the engine described by `spec`, then answer one generation per 'run' line on stdin."""
     sys.path.insert(0, str(ROOT))
-    from app.engine import engine as engine_mod
+    from app.engine import llamacpp as engine_mod
     from app.engine.engine_config import EngineConfig
     from app.engine.events import Done, GenerationRequest, Message, Token
     from app.engine.lifecycle import die_with_parent

@@ -108,7 +108,7 @@ def extraction_request(max_tokens: int, case: str = "invoice") -> Any:
     from app.engine.events import GenerationRequest, Message
     from app.extraction.answers import bounded, describe
     from app.extraction.extractor import Part
-    from app.extraction.schemas import load_templates
+    from app.extraction.json_schema import load_templates
 
     name, text, template_name = CASES[case]
     prompts = ROOT / "assets" / "prompts"
@@ -160,7 +160,7 @@ def worker(spec: dict[str, Any]) -> int:
     from dataclasses import replace
 
     from app.engine import batcher
-    from app.engine import engine as engine_mod
+    from app.engine import llamacpp as engine_mod
     from app.engine.engine_config import EngineConfig
     from app.engine.lifecycle import die_with_parent
 

@@ -47,9 +47,9 @@ _SS_BYTES = re.compile(r"\bbytes_(sent|received):(\d+)")
 def worker(spec: dict[str, Any]) -> int:
     """Load the model onto the cards in `spec` and report; close it when stdin closes (the bench has
     read the connections' byte counts by then)."""
-    from app.engine.engine import Engine
     from app.engine.engine_config import EngineConfig
     from app.engine.lifecycle import die_with_parent
+    from app.engine.llamacpp import Engine
 
     die_with_parent()
     logging.basicConfig(level=logging.ERROR)  # llama's load-time warnings would interleave with the report

@@ -32,7 +32,7 @@ LISTING = "You can call tools. Each tool is listed with its name: get_weather (t
 
 @pytest.fixture(scope="module")
 def engine(engine_cards: CardProcesses, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from app.engine.engine import Engine
+    from app.engine.llamacpp import Engine
 
     templates: Path = tmp_path_factory.mktemp("templates")
     (templates / "tools.jinja").write_text(TOOLS_TEMPLATE, encoding="utf-8")

@@ -14,7 +14,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import is_grounded
-from app.extraction.schemas import load_templates
+from app.extraction.json_schema import load_templates
 from tests.harness import API_KEY, Appliance, wait_until
 from tests.library import datasheet
 

@@ -12,8 +12,8 @@ import pytest
 
 from app.database import Database
 from app.extraction.corrections import Corrections, place_of
+from app.extraction.json_schema import load_templates
 from app.extraction.merge import PartResult, merge
-from app.extraction.schemas import load_templates
 from app.extraction.store import ExtractionStore
 from app.ui.extraction_review import flat_grid, review, table_grid
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator
 
+from app.extraction.json_schema import check_schema, load_templates
 from app.extraction.merge import PartResult, merge, provenance, record_of
-from app.extraction.schemas import check_schema, load_templates
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = load_templates(ROOT / "assets/schemas")["contract"].schema

@@ -13,7 +13,7 @@ from jsonschema.validators import Draft202012Validator
 
 from app.extraction.fields import field_rows
 from app.extraction.fields import schema_from_fields as table
-from app.extraction.schemas import SchemaProblem, check_schema, field_types, load_templates
+from app.extraction.json_schema import SchemaProblem, check_schema, field_types, load_templates
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "assets/schemas"

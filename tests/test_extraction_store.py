@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from app.database import Database
+from app.extraction.json_schema import load_templates
 from app.extraction.merge import FieldValue, PartResult, merge
-from app.extraction.schemas import load_templates
 from app.extraction.store import ExtractionStore
 
 ROOT = Path(__file__).resolve().parent.parent

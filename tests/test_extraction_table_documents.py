@@ -18,7 +18,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import normalise
-from app.extraction.schemas import check_schema, format_checker
+from app.extraction.json_schema import check_schema, format_checker
 from tests.harness import Appliance, wait_until
 from tests.table_documents import Known, chinese_invoice, invoice, lab_report, pdf
 from tests.test_extraction import metric

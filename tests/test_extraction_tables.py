@@ -15,9 +15,9 @@ from app.database import Database
 from app.extraction.answers import bounded, check, clean, cut, describe
 from app.extraction.fields import column_rows, field_rows, schema_from_fields
 from app.extraction.grounding import PageTexts
+from app.extraction.json_schema import SchemaProblem, check_schema, field_types, key_columns, load_templates
 from app.extraction.merge import PartResult, merge, record_of
 from app.extraction.rows import is_short, place_row
-from app.extraction.schemas import SchemaProblem, check_schema, field_types, key_columns, load_templates
 from app.extraction.store import ExtractionStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from app.extraction.schemas import load_templates
+from app.extraction.json_schema import load_templates
 from tests.harness import Appliance
 from tests.table_documents import invoice, pdf
 

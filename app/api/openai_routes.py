@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, format_sse_event
 
 from app.api.answers import ChatShape, CompletionShape, Shape
-from app.api.schemas import ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
+from app.api.request_models import ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.context import AppContext
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token, TokenLogprob
 from app.engine.follow import follow

@@ -1,6 +1,6 @@
 """The extraction workbench: typed fields and tables pulled out of documents, each value with its page.
 
-schemas.py    templates → a checked JSON Schema (fields, lists, and tables of scalar columns)
+json_schema.py templates → a checked JSON Schema (fields, lists, and tables of scalar columns)
 fields.py     the field table (and its column table) a person edits → a schema, and back
 answers.py    the fields described for the prompt, the grammar's schema, the check, a cut answer closed
 extractor.py  a document in parts, one constrained answer each, validated and retried once

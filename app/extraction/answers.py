@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema.exceptions import best_match
 
 from app.engine.grammar import pattern_expressible
-from app.extraction.schemas import columns, is_table, scalar_type, type_word, validator
+from app.extraction.json_schema import columns, is_table, scalar_type, type_word, validator
 
 TEXT_CHARS, ITEM_CHARS, CELL_CHARS = 200, 80, 80  # bounds the grammar puts on free text
 ITEMS, ROWS = 10, 50  # bounds on the lengths of lists and tables (a user's maxItems may lower them)

@@ -14,8 +14,8 @@ from typing import Any
 
 from app.extraction.cells import cell_text, cell_value
 from app.extraction.grounding import PageTexts, checkable
+from app.extraction.json_schema import columns, is_table
 from app.extraction.rows import place_row
-from app.extraction.schemas import columns, is_table
 from app.extraction.store import ExtractionStore, Result, Run
 
 Pages = Callable[[int | None], Mapping[int, str]]  # a document's page texts ({} when it is gone)

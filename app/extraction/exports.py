@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.extraction.cells import cell_text
-from app.extraction.schemas import columns, is_table
+from app.extraction.json_schema import columns, is_table
 
 if TYPE_CHECKING:
     from app.extraction.store import Result, Run

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.extraction.schemas import DRAFT, NAME, NAME_RULE, TABLE, SchemaProblem, check_schema, columns, type_word
+from app.extraction.json_schema import DRAFT, NAME, NAME_RULE, TABLE, SchemaProblem, check_schema, columns, type_word
 
 # the field table's words for the types, in the order the UI offers them
 TABLE_TYPES: dict[str, dict[str, Any]] = {

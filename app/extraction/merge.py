@@ -6,7 +6,7 @@ A scalar the parts disagree on is a conflict: the value kept is the one found on
 then the one most parts gave, and all candidates are listed with their pages. Lists are unioned.
 Tables: the rows of all parts are appended in page order; rows equal in every cell (folded as above)
 count as one; rows that agree on their key columns (the table's required columns, or else its first
-column: `schemas.key_columns`) but differ in another cell are all kept and flagged as conflicts.
+column: `json_schema.key_columns`) but differ in another cell are all kept and flagged as conflicts.
 Page and snippet come from the page text (`grounding.locate`, `rows.place_row`), never from the model.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.extraction.grounding import PageTexts, checkable, iso_date, normalise
+from app.extraction.json_schema import TABLE, columns, field_types, key_columns, type_word
 from app.extraction.rows import Cell, place_row
-from app.extraction.schemas import TABLE, columns, field_types, key_columns, type_word
 
 _LIST = "list of "
 

@@ -18,7 +18,7 @@ from typing import Any
 from app.extraction.corrections import Corrections
 from app.extraction.exports import RunExport, run_export
 from app.extraction.extractor import Extraction, ExtractionFailed, Extractor, Limits, Step
-from app.extraction.schemas import SchemaProblem, Template, check_schema, load_templates
+from app.extraction.json_schema import SchemaProblem, Template, check_schema, load_templates
 from app.extraction.store import ExtractionStore, Result, Run
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo

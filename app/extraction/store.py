@@ -18,8 +18,8 @@ import sqlite_utils
 
 from app.database import Database, now
 from app.extraction import exports
+from app.extraction.json_schema import validator
 from app.extraction.merge import FieldValue, provenance, record_of
-from app.extraction.schemas import validator
 
 MIGRATIONS = sqlite_utils.Migrations("extraction")
 

@@ -43,15 +43,15 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
     with gr.Blocks(title="Quartet admin", analytics_enabled=False) as page:
         token, job = gr.State(None), gr.State(None)
         gr.Markdown("## Quartet admin")
-        with gr.Column(visible=True) as door:
+        with gr.Column(visible=True) as login_box:
             password = gr.Textbox(label="Admin password", type="password", elem_id="admin-password")
             enter = gr.Button("Log in", variant="primary", elem_id="admin-login")
-        with gr.Column(visible=False) as room:
+        with gr.Column(visible=False) as admin_box:
             live = gr.HTML(elem_id="admin-status")
             with gr.Row():
                 choice = gr.Dropdown(label="Model", choices=[], elem_id="model-choice", scale=3)
-                sure = gr.Checkbox(label="Switch now: running answers stop, new ones wait", elem_id="confirm")
-                go = gr.Button("Switch model", variant="primary", elem_id="switch")
+                confirm = gr.Checkbox(label="Switch now: running answers stop, new ones wait", elem_id="confirm")
+                switch_button = gr.Button("Switch model", variant="primary", elem_id="switch")
             result = gr.Markdown(elem_id="switch-result")
             table = gr.Dataframe(headers=list(_CATALOG.values()), interactive=False, wrap=True, elem_id="catalog")
             with gr.Accordion("Engine settings", open=False):
@@ -192,11 +192,11 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
             [enter.click, password.submit],
             on_login,
             password,
-            [token, door, room, password, timer, live, table, history, choice, *fields],
+            [token, login_box, admin_box, password, timer, live, table, history, choice, *fields],
             **quiet,
         )
         timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
-        go.click(on_switch, [token, choice, sure], [job, result], **quiet)
+        switch_button.click(on_switch, [token, choice, confirm], [job, result], **quiet)
         apply.click(on_apply, [token, *settings], [job, result], **quiet)
         use.click(on_cards, [token, endpoints], [job, result], **quiet)
         restart.click(on_restart, token, [job, result], **quiet)

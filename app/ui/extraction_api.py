@@ -14,8 +14,8 @@ from typing import Any
 import gradio as gr
 
 from app.extraction.extractor import Extraction, ExtractionFailed, Step
+from app.extraction.json_schema import SchemaProblem
 from app.extraction.merge import provenance
-from app.extraction.schemas import SchemaProblem
 from app.extraction.service import ExtractionService
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 

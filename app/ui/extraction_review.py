@@ -10,7 +10,7 @@ from typing import Any
 
 from app.extraction.cells import cell_text
 from app.extraction.exports import row_place
-from app.extraction.schemas import columns, is_table
+from app.extraction.json_schema import columns, is_table
 from app.extraction.store import Result, Run
 
 # a flag's mark and the cell's colour in the editable grids; an editable cell shows its value itself, so

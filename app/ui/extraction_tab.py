@@ -23,7 +23,7 @@ from app.extraction.fields import (
     field_rows,
     schema_from_fields,
 )
-from app.extraction.schemas import TABLE, SchemaProblem, is_table
+from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
 from app.ui.extraction_fields import editing, with_column_rows
