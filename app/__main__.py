@@ -20,18 +20,16 @@ from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.context import AppContext
 from app.database import Database
-from app.engine.engine_config import EngineConfig
 from app.engine.service import EngineService
 from app.extraction.extractor import Extractor
 from app.extraction.service import ExtractionService
 from app.extraction.store import ExtractionStore
 from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
-from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
 from app.lifecycle import start_all
-from app.settings import Settings
+from app.settings import Settings, SettingsInvalid, load
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
 
@@ -44,70 +42,40 @@ TEMPLATES = PROMPTS.parent / "schemas"
 _LOAD_WAIT_S = 600.0
 
 
-def engine_config(settings: Settings) -> EngineConfig:
-    return EngineConfig(
-        model_path=settings.model_path,
-        model_name=settings.model_name,
-        cards=tuple(settings.cards),
-        n_ctx=settings.n_ctx,
-        n_batch=settings.n_batch,
-        n_ubatch=settings.n_ubatch,
-        n_threads=settings.n_threads,
-        prompt_chunk=settings.prompt_chunk,
-        parallel=settings.parallel,
-        kv_cache_mb=settings.kv_cache_mb,
-        tensor_split=tuple(settings.tensor_split) if settings.tensor_split else None,
-        split_mode=settings.split_mode,
-        max_tokens_limit=settings.max_tokens_limit,
-        health_offset=settings.card_health_offset,
-        step_timeout_s=settings.card_step_timeout_s,
-    )
-
-
 def build_context(settings: Settings) -> AppContext:
     database = Database(settings.db_path)  # every store's: a reader per thread, one writer
+    config = settings.engine
     engine = EngineService(
-        engine_config(settings),
-        isolated=settings.engine_isolation,
-        max_queue=settings.max_queue,
-        background_slots=settings.background_slots,
+        config, isolated=config.isolation, max_queue=config.max_queue, background_slots=config.background_slots
     )
     conversations = ChatStore(database)
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
         conversations,
         engine,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        system_prompt=settings.system_prompt,
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        system_prompt=settings.web.system_prompt,
     )
+    watch = settings.telemetry
     cards = CardMonitor(
-        settings.cards,
+        list(config.cards),
         settings.health_url,
-        every_s=settings.card_poll_s,
-        timeout_s=settings.card_timeout_s,
+        every_s=watch.poll_s,
+        timeout_s=watch.timeout_s,
         on_down=engine.note_card_down,
     )
     telemetry = Telemetry(
-        engine=engine,
-        monitor=cards,
-        warning_c=settings.temp_warning_c,
-        critical_c=settings.temp_critical_c,
-        every_s=settings.card_poll_s,
+        engine=engine, monitor=cards, warning_c=watch.warning_c, critical_c=watch.critical_c, every_s=watch.poll_s
     )
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
     admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
-    embedder = Embedder.packaged(threads=settings.embed_threads)
-    options = KnowledgeOptions(
-        max_file_mb=settings.max_upload_mb, watch=settings.kb_watch, read_timeout_s=settings.doc_timeout_s,
-        read_memory_mb=settings.doc_memory_mb, max_unpacked_mb=settings.doc_max_unpacked_mb,
-        max_pages=settings.doc_max_pages, max_chunks=settings.doc_max_chunks, large_file_mb=settings.large_file_mb,
-    )  # fmt: skip
-    knowledge = KnowledgeService(database, embedder, kb_dir=settings.kb_dir, options=options)
-    extractor = Extractor(
-        knowledge, engine, PROMPTS, max_tokens=settings.extraction_max_tokens, timeout_s=settings.extraction_timeout_s
-    )
+    kb = settings.knowledge
+    embedder = Embedder.packaged(threads=kb.embed_threads)
+    knowledge = KnowledgeService(database, embedder, kb_dir=kb.dir, options=kb)
+    limits = settings.extraction
+    extractor = Extractor(knowledge, engine, PROMPTS, max_tokens=limits.max_tokens, timeout_s=limits.timeout_s)
     extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)
     return AppContext(
         settings=settings,
@@ -118,7 +86,7 @@ def build_context(settings: Settings) -> AppContext:
         admin=admin,
         knowledge=knowledge,
         extraction=extraction,
-        answerer=Answerer(knowledge, engine, PROMPTS, k=settings.qa_sources, max_tokens=settings.max_tokens),
+        answerer=Answerer(knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens),
         summariser=Summariser(knowledge, engine, PROMPTS),
         embed=_embed_with(embedder),
     )
@@ -139,7 +107,11 @@ def main() -> int:
         from app.engine.lifecycle import die_with_parent
 
         die_with_parent(signal.SIGTERM)
-    settings = Settings()
+    try:
+        settings = load()
+    except SettingsInvalid as err:
+        print(f"Quartet cannot start: {err}", file=sys.stderr, flush=True)
+        return 2
     refusal = settings.open_lan_problem()
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
@@ -160,9 +132,9 @@ def serve(ctx: AppContext, server: uvicorn.Server, settings: Settings) -> int:
     while not server.started and thread.is_alive():
         time.sleep(0.05)
     if not server.started:
-        log.error("the web app could not listen on %s:%s", settings.host, settings.port)
+        log.error("the web app could not listen on %s:%s", settings.web.host, settings.web.port)
         return 1
-    url = f"http://{settings.host}:{settings.port}"
+    url = f"http://{settings.web.host}:{settings.web.port}"
     if _engine_ready(ctx, stop):
         print(f"Quartet ready at {url}", flush=True)
     elif not stop.is_set():

@@ -16,6 +16,7 @@ import sqlite_utils
 from app.admin_input import checked_settings
 from app.auth import LoginThrottle, verify_password
 from app.database import Database, now
+from app.endpoint import Endpoint
 from app.engine import catalog
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
@@ -64,7 +65,7 @@ class AdminService:
     def login(self, password: str, *, who: str, client: str) -> str:
         """An admin session token for the right password. `client` is the caller's address: after wrong
         passwords it waits longer and longer before its next try is even checked; `who` goes to the log."""
-        stored = self.settings.admin_password_hash
+        stored = self.settings.web.admin_password_hash
         if not stored:
             self.record(who, "login", "refused: no admin password is configured", ok=False)
             raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
@@ -132,8 +133,8 @@ class AdminService:
     # -- the catalog ------------------------------------------------------------------------
 
     def entries(self) -> list[catalog.CatalogEntry]:
-        path = self.settings.catalog_path
-        return catalog.load_catalog(path if path.is_absolute() else APP_ROOT / path, self.settings.models_dir)
+        path = self.settings.engine.catalog_path
+        return catalog.load_catalog(path if path.is_absolute() else APP_ROOT / path, self.settings.engine.models_dir)
 
     def catalog_view(self, token: str | None) -> list[dict[str, Any]]:
         """Admin only: each entry with what its GGUF header says and whether it fits the cards now."""
@@ -171,7 +172,7 @@ class AdminService:
 
     def _entry_config(self, entry: catalog.CatalogEntry) -> EngineConfig:
         """The engine configuration a switch to `entry` loads (its file checked to lie in the models folder)."""
-        catalog.check_location(entry.path, self.settings.models_dir)
+        catalog.check_location(entry.path, self.settings.engine.models_dir)
         return replace(
             self.engine.config,
             model_path=entry.path,
@@ -233,9 +234,9 @@ class AdminService:
         cards = _valid_endpoints(endpoints)
         action = f"cards {', '.join(cards)}"
         try:
-            if not self.settings.engine_isolation:
+            if not self.settings.engine.isolation:
                 raise EngineError(
-                    "changing cards needs the engine worker process (engine_isolation = true): "
+                    "changing cards needs the engine worker process (isolation = true under [engine]): "
                     "ggml cannot unregister a card inside one process",
                     kind="request",
                 )
@@ -303,9 +304,10 @@ def _valid_endpoints(endpoints: list[str]) -> list[str]:
     if not cards:
         raise EngineError("at least one card endpoint is needed", kind="request")
     for card in cards:
-        host, _, port = card.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise EngineError(f"card endpoint {card!r} is not host:port", kind="request")
+        try:
+            Endpoint.parse(card)
+        except ValueError as err:
+            raise EngineError(str(err), kind="request") from None
     duplicates = sorted({c for c in cards if cards.count(c) > 1})
     if duplicates:
         raise EngineError(f"card endpoint {duplicates[0]} is listed twice", kind="request")

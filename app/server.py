@@ -56,14 +56,14 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
 
     @api.get("/metrics")
     def metrics_page(request: fastapi.Request) -> Response:
-        if not settings.metrics_public:
-            require_key(request, settings.api_keys)
+        if not settings.web.metrics_public:
+            require_key(request, settings.web.api_keys)
         return Response(metrics.render(own), media_type=metrics.CONTENT_TYPE)
 
     @api.get("/health")
     def health(request: fastapi.Request) -> Health:
-        if not settings.health_public:
-            require_key(request, settings.api_keys)
+        if not settings.web.health_public:
+            require_key(request, settings.web.api_keys)
         status = ctx.engine.status()
         return Health(engine=status.state, message=status.message)
 
@@ -106,10 +106,10 @@ def _mount(
         api,
         blocks,
         path=path,
-        auth=login_check(ctx.settings.users),
-        max_file_size=ctx.settings.max_upload_mb * 1024 * 1024,
-        server_name=ctx.settings.host,
-        server_port=ctx.settings.port,
+        auth=login_check(ctx.settings.web.users),
+        max_file_size=ctx.settings.knowledge.max_file_bytes,
+        server_name=ctx.settings.web.host,
+        server_port=ctx.settings.web.port,
         show_error=True,
         ssr_mode=False,
         footer_links=footer_links,
@@ -167,8 +167,8 @@ def _mount_openai(api: fastapi.FastAPI, ctx: AppContext) -> None:
 def make_server(ctx: AppContext) -> uvicorn.Server:
     config = uvicorn.Config(
         create_app(ctx),
-        host=ctx.settings.host,
-        port=ctx.settings.port,
+        host=ctx.settings.web.host,
+        port=ctx.settings.web.port,
         log_level="warning",
         timeout_graceful_shutdown=3,
     )

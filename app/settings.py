@@ -1,18 +1,24 @@
-"""Every knob of Quartet, typed, defaulted and described in one place.
+"""Every knob of Quartet, typed, defaulted and described in one place, in sections by area.
 
-Values come from, in order of precedence: keyword arguments, environment variables
-(`QUARTET_<NAME>`, lists as JSON), the TOML file named by `QUARTET_CONFIG`, the defaults below.
-docs/settings.md is made from this class (python -m tests.settings_doc) and checked by a test.
+Values come from, in order of precedence: keyword arguments, environment variables (`QUARTET_DATA_DIR`,
+`QUARTET_<SECTION>__<NAME>` such as `QUARTET_ENGINE__PARALLEL`; lists and tables as JSON), the TOML file
+named by `QUARTET_CONFIG` (`[engine]`, `[web]`, … tables), the defaults below. A section's type is the
+type its feature is built from: `engine` is the engine's own `EngineConfig`, `knowledge` extends the
+knowledge base's `KnowledgeOptions`. docs/settings.md is made from this (python -m tests.settings_doc)
+and checked by a test.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.dataclasses import dataclass
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,164 +26,50 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quartet"
-DEMO_MODEL = CACHE_DIR / "models" / "gemma-3-270m-q4_k_m.gguf"
-LOCAL_CARDS = [f"127.0.0.1:{port}" for port in range(50052, 50056)]
+from app.endpoint import Endpoint
+from app.engine.engine_config import CACHE_DIR, DEMO_MODEL, EngineConfig
+from app.knowledge.options import KnowledgeOptions
+from app.settings_renamed import moved_keys, renamed_variables
+
+__all__ = ["CACHE_DIR", "DEMO_MODEL", "Settings", "SettingsInvalid", "env_name", "is_loopback", "leaves", "load"]
+PREFIX = "QUARTET_"
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="QUARTET_", extra="forbid")
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
+
+class WebSettings(_Section):
     host: str = Field(
         "127.0.0.1",
         description="Address the web app binds; 0.0.0.0 to face the LAN (then `users` and `api_keys` are required).",
     )
+    port: int = Field(7860, ge=1, le=65535, description="Port of the web app (UI and API).")
     allow_open_lan: bool = Field(
         False, description="Serve a non-loopback address without `users` or `api_keys` (everyone on the LAN gets in)."
     )
-    health_public: bool = Field(True, description="/health answers without an API key.")
-    metrics_public: bool = Field(False, description="/metrics answers without an API key (when keys are set).")
-    port: int = Field(7860, description="Port of the web app (UI and API).")
     users: dict[str, str] = Field(
         default_factory=dict,
         description="Login for the web page: name → password hash (python -m app.auth); empty = no login.",
     )
-    max_upload_mb: int = Field(200, ge=1, description="Largest file a browser may upload, in MiB.")
-    kb_dir: Path = Field(Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
-    kb_watch: bool = Field(True, description="Watch kb_dir for new, changed and deleted files.")
-    doc_timeout_s: float = Field(
-        300.0, gt=0, description="A document's reader process (every format) is stopped after this many seconds."
-    )
-    doc_memory_mb: int = Field(
-        1024, ge=128, description="Memory (address space) of a document's reader process, in MiB."
-    )
-    doc_max_unpacked_mb: float = Field(
-        100.0, gt=0, description="A .docx whose text XML unpacks to more than this many MiB is refused (zip bombs)."
-    )
-    doc_max_pages: int = Field(
-        2000,
-        ge=1,
-        description="Pages read of one document (text: 3,000-character pages); the rest is left out, saying so.",
-    )
-    doc_max_chunks: int = Field(
-        5000, ge=1, description="Passages embedded of one document; the pages after them are left out, saying so."
-    )
-    large_file_mb: float = Field(
-        4.0,
-        gt=0,
-        description="Files larger than this (MiB) are indexed one at a time in a lane of their own, beside small ones.",
-    )
-    embed_threads: int = Field(1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
-    embed_max_inputs: int = Field(256, ge=1, description="Most texts one /v1/embeddings request may send.")
-    embed_max_chars: int = Field(
-        200_000, ge=1, description="Most characters (so at most as many tokens) one /v1/embeddings request may send."
-    )
-    qa_sources: int = Field(6, ge=1, description="Passages retrieved for a question.")
-    data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
-    cards: list[str] = Field(
-        default_factory=lambda: list(LOCAL_CARDS),
-        description="RPC endpoints (host:port) of the cards, in pipeline order.",
-    )
-    card_health_offset: int = Field(
-        1000, description="A card's health endpoint listens on its RPC port plus this offset."
-    )
-    model_path: Path = Field(DEMO_MODEL, description="GGUF file of the model to load at start.")
-    models_dir: Path = Field(CACHE_DIR / "models", description="The only folder models may be loaded from.")
-    catalog_path: Path = Field(
-        Path("assets/models.toml"),
-        description="TOML list of the models the admin can switch between (relative: to the app's folder).",
-    )
-    admin_password_hash: str = Field(
-        "", description="Hash of the admin password (python -m app.auth); empty = no admin actions."
-    )
-    model_name: str = Field("Gemma 3 270M (demo)", description="Display name of the loaded model.")
-    n_ctx: int = Field(4096, ge=256, description="Context length in tokens.")
-    n_batch: int = Field(512, ge=1, description="Logical batch size for prompt processing.")
-    n_ubatch: int = Field(512, ge=1, description="Physical batch size for prompt processing.")
-    prompt_chunk: int = Field(128, ge=1, description="Prompt tokens evaluated between two checks for cancellation.")
-    n_threads: int = Field(2, ge=1, description="Host CPU threads of the engine.")
-    tensor_split: list[float] | None = Field(
-        None, description="Share of layers per card; empty for llama's split by free memory."
-    )
-    split_mode: Literal["layer", "row", "tensor"] = Field(
-        "layer", description="How layers are spread across cards; only 'layer' works over RPC."
-    )
-    engine_isolation: bool = Field(
-        True, description="Run llama.cpp in a supervised worker process (a card fault costs one answer)."
-    )
-    parallel: int = Field(
-        4,
-        ge=1,
-        le=64,
-        description="Answers generated at once, batched in one step across the cards; each holds its own "
-        "n_ctx of KV cache on the cards. More wait in the queue.",
-    )
-    kv_cache_mb: int = Field(
-        2048,
-        ge=0,
-        description="Host memory (MiB) for the KV cache of conversations whose slot another prompt took: "
-        "saved when the slot is reused, restored when the conversation returns, least recently used out "
-        "first; 0 = keep none (a returning conversation's prompt is read again).",
-    )
-    background_slots: int = Field(
-        1,
-        ge=1,
-        description="Slots that background work (extraction batches, summary parts) may take at once; "
-        "people's answers are served first.",
-    )
-    max_queue: int = Field(32, ge=1, description="Answers that may wait in the queue before new ones are refused.")
     api_keys: list[str] = Field(
         default_factory=list,
         description="Bearer keys for the OpenAI-compatible API under /v1 (and /metrics); empty = open, loopback only.",
     )
-    max_tokens: int = Field(512, ge=1, description="Default cap on generated tokens per answer.")
-    max_tokens_limit: int = Field(4096, ge=1, description="Hard cap a request may ask for.")
-    temperature: float = Field(0.7, ge=0, description="Default sampling temperature.")
+    admin_password_hash: str = Field(
+        "", description="Hash of the admin password (python -m app.auth); empty = no admin actions."
+    )
+    health_public: bool = Field(True, description="/health answers without an API key.")
+    metrics_public: bool = Field(False, description="/metrics answers without an API key (when keys are set).")
+    embed_max_inputs: int = Field(256, ge=1, description="Most texts one /v1/embeddings request may send.")
+    embed_max_chars: int = Field(
+        200_000, ge=1, description="Most characters (so at most as many tokens) one /v1/embeddings request may send."
+    )
     system_prompt: str = Field(
         "You are Quartet, a helpful assistant running on a local appliance.",
         description="Default system prompt of a new chat.",
     )
-    card_poll_s: float = Field(1.0, gt=0, description="Seconds between health checks of the cards.")
-    card_timeout_s: float = Field(1.0, gt=0, description="Seconds before a card's health check fails.")
-    card_step_timeout_s: float = Field(
-        30.0,
-        gt=0,
-        description="Seconds one engine step (a prompt chunk or a token) may take before the card holding it "
-        "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
-    )
-    temp_warning_c: float = Field(85.0, description="Card temperature (°C) at which its panel warns.")
-    temp_critical_c: float = Field(
-        95.0, description="Card temperature (°C) at which new answers wait until every card cools below the warning."
-    )
-    card_threads: int = Field(1, ge=1, description="CPU threads of each local card agent.")
-    last_card_threads: int = Field(
-        2, ge=1, description="CPU threads of the last local card agent, which also computes the output layer."
-    )
-    card_cache_dir: Path = Field(
-        CACHE_DIR / "rpc-cache", description="Tensor cache of local card agents (fast model reloads)."
-    )
-    sysfs_root: Path = Field(
-        Path("/"),
-        description="Root under which local card agents read thermal and NPU-load sysfs; {card} = the card's index.",
-    )
-    extraction_max_tokens: int = Field(
-        384, ge=16, description="Hard cap on tokens per extraction answer (constrained JSON can run away)."
-    )
-    extraction_timeout_s: float = Field(
-        120.0, gt=0, description="An extraction answer still running after this many seconds is stopped."
-    )
     ui_updates_per_s: float = Field(15.0, gt=0, description="Streaming UI updates per second.")
-
-    @field_validator("cards")
-    @classmethod
-    def _at_least_one_card(cls, cards: list[str]) -> list[str]:
-        if not cards:
-            raise ValueError("at least one card endpoint is needed")
-        for card in cards:
-            host, _, port = card.rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"card endpoint {card!r} is not host:port")
-        return cards
 
     @field_validator("api_keys")
     @classmethod
@@ -185,6 +77,75 @@ class Settings(BaseSettings):
         if any(not key.strip() or key != key.strip() for key in keys):
             raise ValueError("an API key is blank or has spaces around it")
         return keys
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class KnowledgeSettings(KnowledgeOptions):
+    dir: Path = Field(default=Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
+    embed_threads: int = Field(default=1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
+    sources: int = Field(default=6, ge=1, description="Passages retrieved for a question.")
+
+
+class ExtractionSettings(_Section):
+    max_tokens: int = Field(
+        384, ge=16, description="Hard cap on tokens per extraction answer (constrained JSON can run away)."
+    )
+    timeout_s: float = Field(
+        120.0, gt=0, description="An extraction answer still running after this many seconds is stopped."
+    )
+
+
+class TelemetrySettings(_Section):
+    poll_s: float = Field(1.0, gt=0, description="Seconds between health checks of the cards.")
+    timeout_s: float = Field(1.0, gt=0, description="Seconds before a card's health check fails.")
+    warning_c: float = Field(85.0, description="Card temperature (°C) at which its panel warns.")
+    critical_c: float = Field(
+        95.0, description="Card temperature (°C) at which new answers wait until every card cools below the warning."
+    )
+
+
+class LocalCardsSettings(_Section):
+    threads: int = Field(1, ge=1, description="CPU threads of each local card agent.")
+    last_threads: int = Field(
+        2, ge=1, description="CPU threads of the last local card agent, which also computes the output layer."
+    )
+    cache_dir: Path = Field(
+        CACHE_DIR / "rpc-cache", description="Tensor cache of local card agents (fast model reloads)."
+    )
+    sysfs_root: Path = Field(
+        Path("/"),
+        description="Root under which local card agents read thermal and NPU-load sysfs; {card} = the card's index.",
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=PREFIX, env_nested_delimiter="__", extra="forbid")
+
+    data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
+    web: WebSettings = Field(default_factory=WebSettings, description="The web app: address, logins, keys, pages.")
+    engine: EngineConfig = Field(
+        default_factory=EngineConfig, description="The model, the cards and llama.cpp's knobs; the answer queue."
+    )
+    knowledge: KnowledgeSettings = Field(
+        default_factory=KnowledgeSettings, description="The knowledge base: its folder, readers, passages, search."
+    )
+    extraction: ExtractionSettings = Field(
+        default_factory=ExtractionSettings, description="Structured extraction's limits per answer."
+    )
+    telemetry: TelemetrySettings = Field(
+        default_factory=TelemetrySettings, description="Card health checks and temperatures."
+    )
+    local_cards: LocalCardsSettings = Field(
+        default_factory=LocalCardsSettings, description="The card agents `python -m launcher` starts on this machine."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_flat_names(cls, data: Any) -> Any:
+        moved = moved_keys(data) if isinstance(data, dict) else []
+        if moved:
+            raise ValueError("; ".join(moved))
+        return data
 
     @classmethod
     def settings_customise_sources(
@@ -196,23 +157,25 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config = os.environ.get("QUARTET_CONFIG")
+        config = os.environ.get(f"{PREFIX}CONFIG")
         if config:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
         return tuple(sources)
 
     def open_lan_problem(self) -> str | None:
         """Why this configuration must not start: it faces the LAN with the pages or /v1 open to all."""
-        if self.allow_open_lan or is_loopback(self.host):
+        web = self.web
+        if web.allow_open_lan or is_loopback(web.host):
             return None
-        missing = [name for name, value in (("users", self.users), ("api_keys", self.api_keys)) if not value]
+        missing = [name for name, value in (("users", web.users), ("api_keys", web.api_keys)) if not value]
         if not missing:
             return None
         return (
-            f"Quartet would listen on {self.host}, reachable from the LAN, without {' and '.join(missing)}: "
+            f"Quartet would listen on {web.host}, reachable from the LAN, without {' and '.join(missing)}: "
             "anyone on the network could use it. Set `users` (python -m app.auth makes a password hash) and "
-            "`api_keys` in the settings file (QUARTET_CONFIG) or the environment (QUARTET_USERS, QUARTET_API_KEYS); "
-            "or set allow_open_lan = true if an open appliance is what you mean."
+            "`api_keys` in the [web] section of the settings file (QUARTET_CONFIG) or the environment "
+            "(QUARTET_WEB__USERS, QUARTET_WEB__API_KEYS); or set allow_open_lan = true under [web] if an open "
+            "appliance is what you mean."
         )
 
     @property
@@ -220,8 +183,56 @@ class Settings(BaseSettings):
         return self.data_dir / "quartet.db"
 
     def health_url(self, card: str) -> str:
-        host, _, port = card.rpartition(":")
-        return f"http://{host}:{int(port) + self.card_health_offset}/health"
+        return Endpoint.parse(card).health_url(self.engine.health_offset)
+
+
+class SettingsInvalid(ValueError):
+    """The settings cannot be used; the message names each wrong setting, where it is set, and why."""
+
+
+def load() -> Settings:
+    """The settings from the environment and QUARTET_CONFIG, or SettingsInvalid saying what to fix."""
+    problems = renamed_variables(os.environ)
+    config = os.environ.get(f"{PREFIX}CONFIG")
+    if config and not Path(config).is_file():
+        raise SettingsInvalid(f"the settings file {config} (QUARTET_CONFIG) does not exist")
+    if problems:
+        raise SettingsInvalid("these settings have new names:\n  " + "\n  ".join(problems))
+    try:
+        return Settings()
+    except ValidationError as err:
+        lines = [_problem(error) for error in err.errors()]
+        raise SettingsInvalid("the settings are not valid:\n  " + "\n  ".join(lines)) from None
+    except (OSError, ValueError) as err:  # an unreadable or malformed TOML file
+        raise SettingsInvalid(f"the settings file {os.environ.get(f'{PREFIX}CONFIG')} cannot be read: {err}") from None
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"] if not isinstance(part, int))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where} ({env_name(where)}): {message}" if where else message
+
+
+def env_name(dotted: str) -> str:
+    """The environment variable of a setting: `engine.n_ctx` → `QUARTET_ENGINE__N_CTX`."""
+    return PREFIX + "__".join(part.upper() for part in dotted.split("."))
+
+
+def leaves() -> Iterator[tuple[str, FieldInfo]]:
+    """Every setting as (`section.name` or `name`, its field), in declaration order."""
+    for name, field in Settings.model_fields.items():
+        section = _fields(field.annotation)
+        if section is None:
+            yield name, field
+        else:
+            yield from ((f"{name}.{inner}", info) for inner, info in section.items())
+
+
+def _fields(annotation: Any) -> dict[str, FieldInfo] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation.model_fields
+    fields: dict[str, FieldInfo] | None = getattr(annotation, "__pydantic_fields__", None)
+    return fields
 
 
 def is_loopback(host: str) -> bool:

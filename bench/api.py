@@ -40,10 +40,10 @@ def start_app(cards: list[str], work: Path) -> tuple[subprocess.Popen[bytes], st
     port = free_port()
     env = {
         **os.environ,
-        "QUARTET_PORT": str(port),
+        "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(work / "var"),
-        "QUARTET_CARDS": json.dumps(cards),
-        "QUARTET_TEMPERATURE": "0",
+        "QUARTET_ENGINE__CARDS": json.dumps(cards),
+        "QUARTET_ENGINE__TEMPERATURE": "0",
     }
     log = open(work / "app.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -92,13 +92,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         settings = Settings(
-            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+            engine={"cards": [f"127.0.0.1:{args.first_port + i}" for i in range(4)]},
+            local_cards={"cache_dir": work / "cache", "threads": 1},
         )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         app = None
         try:
-            app, url = start_app(settings.cards, work)
+            app, url = start_app(cards.endpoints, work)
             api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=300)
             status = Client(url, verbose=False)
             one_run(api, status, 16)  # warm-up

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from app.settings import Settings
+from app.settings import Settings, env_name
 from launcher.cluster import CardProcesses
 
 TOPICS = [
@@ -43,16 +43,16 @@ TOPICS = [
 def start_app(
     cards: list[str], work: Path, port: int, parallel: int, settings: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """The app on `cards`; `settings` are more QUARTET_* variables (name without the prefix → value)."""
+    """The app on `cards`; `settings` are more settings (`section.name` → value, as environment variables)."""
     env = {
         **os.environ,
-        "QUARTET_PORT": str(port),
+        "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(work / "var"),
-        "QUARTET_CARDS": json.dumps(cards),
-        "QUARTET_TEMPERATURE": "0",
-        "QUARTET_PARALLEL": str(parallel),
-        "QUARTET_KB_DIR": str(work / "kb"),
-        **{f"QUARTET_{name.upper()}": value for name, value in (settings or {}).items()},
+        "QUARTET_ENGINE__CARDS": json.dumps(cards),
+        "QUARTET_ENGINE__TEMPERATURE": "0",
+        "QUARTET_ENGINE__PARALLEL": str(parallel),
+        "QUARTET_KNOWLEDGE__DIR": str(work / "kb"),
+        **{env_name(name): value for name, value in (settings or {}).items()},
     }
     log = open(work / "app.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -129,13 +129,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         settings = Settings(
-            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+            engine={"cards": [f"127.0.0.1:{args.first_port + i}" for i in range(4)]},
+            local_cards={"cache_dir": work / "cache", "threads": 1},
         )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         app = None
         try:
-            app, url = start_app(settings.cards, work, args.app_port, args.parallel)
+            app, url = start_app(cards.endpoints, work, args.app_port, args.parallel)
             client(url, "a warm-up", 16, {}, time.perf_counter())  # a topic no round asks about
             for r in range(args.rounds):
                 for n in counts:

@@ -28,9 +28,9 @@ from launcher.cluster import CardProcesses
 
 # name → (settings, what it shows)
 VARIANTS = {  # n_batch 512 each; a step holds up to 508 prompt tokens (512 - parallel) or prompt_chunk
-    "chunk 508, ubatch 512": ({"n_ubatch": "512", "prompt_chunk": "512"}, "one micro-batch a step"),
-    "chunk 508, ubatch 128": ({"n_ubatch": "128", "prompt_chunk": "512"}, "4 micro-batches pipelined"),
-    "chunk 128, ubatch 512": ({"n_ubatch": "512", "prompt_chunk": "128"}, "small steps, no pipeline"),
+    "chunk 508, ubatch 512": ({"engine.n_ubatch": "512", "engine.prompt_chunk": "512"}, "one micro-batch a step"),
+    "chunk 508, ubatch 128": ({"engine.n_ubatch": "128", "engine.prompt_chunk": "512"}, "4 micro-batches pipelined"),
+    "chunk 128, ubatch 512": ({"engine.n_ubatch": "512", "engine.prompt_chunk": "128"}, "small steps, no pipeline"),
 }
 
 
@@ -61,14 +61,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         settings = Settings(
-            cards=[f"127.0.0.1:{args.first_port + i}" for i in range(4)], card_cache_dir=work / "cache", card_threads=1
+            engine={"cards": [f"127.0.0.1:{args.first_port + i}" for i in range(4)]},
+            local_cards={"cache_dir": work / "cache", "threads": 1},
         )
         cards = CardProcesses(settings, log_dir=work)
         cards.start_all()
         try:
             for r in range(args.rounds):
                 for name, (knobs, _) in VARIANTS.items():
-                    app, url = start_app(settings.cards, work, args.app_port, 4, knobs)
+                    app, url = start_app(cards.endpoints, work, args.app_port, 4, knobs)
                     try:
                         client(url, "a warm-up", 4, {}, time.perf_counter())
                         results[name] += measure(url, f"Round {r + 1}, {name}", args.prompt_tokens, args.repeats)

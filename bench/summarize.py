@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.__main__ import PROMPTS, engine_config  # noqa: E402
+from app.__main__ import PROMPTS  # noqa: E402
 from app.database import Database  # noqa: E402
 from app.engine.service import EngineService  # noqa: E402
 from app.knowledge.embedder import Embedder  # noqa: E402
@@ -45,15 +45,14 @@ def main() -> int:
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="quartet-summarize-"))
     settings = Settings(
-        cards=[f"127.0.0.1:{port}" for port in args.ports],
-        n_ctx=args.n_ctx,
         data_dir=work,
-        card_cache_dir=work / "rpc-cache",
-        kb_dir=work / "kb",
+        engine={"cards": [f"127.0.0.1:{port}" for port in args.ports], "n_ctx": args.n_ctx},
+        knowledge={"dir": work / "kb"},
+        local_cards={"cache_dir": work / "rpc-cache"},
     )
     cards = CardProcesses(settings, log_dir=work)
     cards.start_all()
-    engine = EngineService(engine_config(settings), isolated=True)
+    engine = EngineService(settings.engine, isolated=True)
     knowledge = KnowledgeService(
         Database(settings.db_path), Embedder.packaged(), kb_dir=None, options=KnowledgeOptions(watch=False)
     )

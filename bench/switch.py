@@ -159,8 +159,10 @@ def show(rep: int, r: dict[str, Any]) -> None:
 
 def run_rep(rep: int, args: argparse.Namespace, spec: dict[str, Any], cards: CardProcesses) -> list[dict[str, Any]]:
     """cold, warm and restarted loads on one set of card agents and one cache folder."""
-    ports = [int(c.rpartition(":")[2]) for c in spec["cards"]]
-    cache = cards.settings.card_cache_dir
+    from app.endpoint import Endpoint
+
+    ports = [Endpoint.parse(c).port for c in spec["cards"]]
+    cache = cards.settings.local_cards.cache_dir
     runs: list[dict[str, Any]] = []
     for kind in KINDS:
         if kind == "restarted":
@@ -274,10 +276,8 @@ def card_agents(folder: Path, endpoints: list[str], args: argparse.Namespace) ->
 
     folder.mkdir(parents=True, exist_ok=True)
     settings = Settings(
-        cards=endpoints,
-        card_health_offset=args.health_offset,
-        card_cache_dir=folder / "cache",
-        card_threads=args.card_threads,
+        engine={"cards": endpoints, "health_offset": args.health_offset},
+        local_cards={"cache_dir": folder / "cache", "threads": args.card_threads},
     )
     return CardProcesses(settings, log_dir=folder)
 

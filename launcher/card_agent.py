@@ -1,6 +1,6 @@
 """The card agent: runs on each card, serving ggml's RPC server and a small health endpoint.
 
-    python -m launcher.card_agent --card 0 --listen 127.0.0.1:50052
+    python -m launcher.card_agent --card 0 --listen 127.0.0.1:50052     (flags and settings: agent_settings.py)
 
 The RPC protocol has no authentication: whoever reaches the port can read and write the card's
 memory. So the agent binds loopback or an address the operator names with --allow-address (the
@@ -9,7 +9,6 @@ appliance's internal link), and refuses anything else, 0.0.0.0 included.
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import json
 import logging
@@ -26,6 +25,7 @@ from typing import Any
 
 from app.engine import ggml, lifecycle
 from app.telemetry import sysfs
+from launcher.agent_settings import AgentSettings, from_command_line
 
 log = logging.getLogger("quartet.card")
 
@@ -163,20 +163,20 @@ def _exit_when_done(rpc: threading.Thread, card: int) -> None:
     os._exit(1)
 
 
-def serve(args: argparse.Namespace) -> int:
-    host, _, port_text = args.listen.rpartition(":")
-    port = int(port_text)
+def serve(args: AgentSettings) -> int:
+    listen = args.endpoint
     try:
-        host = check_address(host, args.allow_address)
+        host = check_address(listen.host, args.allow_address)
     except AddressRefused as err:
         print(f"card {args.card}: {err}", file=sys.stderr)
         return 2
+    port = listen.port
     endpoint = f"{host}:{port}"  # localhost given: the address it stands for
     busy = _port_taken(host, port)
     if busy:
         print(f"card {args.card}: could not listen on {args.listen}: {busy}", file=sys.stderr)
         return 1
-    cache = Path(args.cache_dir) / f"card{args.card}" if args.cache_dir else None
+    cache = args.cache_dir / f"card{args.card}" if args.cache_dir else None
     if cache:
         cache.mkdir(parents=True, exist_ok=True)
     rpc = threading.Thread(
@@ -191,8 +191,8 @@ def serve(args: argparse.Namespace) -> int:
     if not _wait_listening(host, port, 30.0, rpc):
         print(f"card {args.card}: the RPC server could not listen on {endpoint} (port in use?)", file=sys.stderr)
         return 1
-    agent = Agent(card=args.card, endpoint=endpoint, threads=args.threads, sysfs_root=Path(args.sysfs_root))
-    health_port = args.health_port or port + 1000
+    agent = Agent(card=args.card, endpoint=endpoint, threads=args.threads, sysfs_root=args.sysfs_root)
+    health_port = args.health
     try:
         httpd = ThreadingHTTPServer((host, health_port), _handler(agent))
     except OSError as err:
@@ -212,23 +212,8 @@ def serve(args: argparse.Namespace) -> int:
     os._exit(0)  # the RPC server blocks in C for the life of the process; nothing to join
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="card_agent", description=__doc__.split("\n")[0])
-    parser.add_argument("--card", type=int, required=True, help="card index (0 = first in the pipeline)")
-    parser.add_argument("--listen", required=True, help="RPC endpoint host:port")
-    parser.add_argument("--health-port", type=int, default=0, help="health port (default RPC port + 1000)")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads of this card's RPC server")
-    parser.add_argument("--cache-dir", default="", help="tensor cache folder (fast model reloads)")
-    parser.add_argument("--sysfs-root", default="/", help="root of the card's sysfs (tests use a fixture)")
-    parser.add_argument(
-        "--allow-address", action="append", default=[], help="a non-loopback address that is the internal link"
-    )
-    parser.add_argument("--die-with-parent", action="store_true", help="exit when the launcher dies")
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = from_command_line(argv)
     if args.die_with_parent:
         lifecycle.die_with_parent(signal.SIGTERM)
     return serve(args)

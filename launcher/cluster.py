@@ -16,7 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from app.settings import Settings
+from app.endpoint import Endpoint
+from app.settings import Settings, SettingsInvalid, load
 
 _HEALTH_WAIT_S = 60.0
 _WATCH_S = 0.5
@@ -27,11 +28,13 @@ class CardProcesses:
 
     def __init__(self, settings: Settings, *, log_dir: Path | None = None) -> None:
         self.settings = settings
+        self.endpoints = list(settings.engine.cards)
         self.log_dir = log_dir
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def command(self, index: int) -> list[str]:
-        s = self.settings
+        local, card = self.settings.local_cards, Endpoint.parse(self.endpoints[index])
+        last = index == len(self.endpoints) - 1
         return [
             sys.executable,
             "-m",
@@ -39,15 +42,15 @@ class CardProcesses:
             "--card",
             str(index),
             "--listen",
-            s.cards[index],
+            str(card),
             "--health-port",
-            str(int(s.cards[index].rpartition(":")[2]) + s.card_health_offset),
+            str(card.health_port(self.settings.engine.health_offset)),
             "--threads",
-            str(s.last_card_threads if index == len(s.cards) - 1 else s.card_threads),
+            str(local.last_threads if last else local.threads),
             "--cache-dir",
-            str(s.card_cache_dir),
+            str(local.cache_dir),
             "--sysfs-root",
-            str(s.sysfs_root).replace("{card}", str(index)),
+            str(local.sysfs_root).replace("{card}", str(index)),
             "--die-with-parent",
         ]
 
@@ -56,13 +59,13 @@ class CardProcesses:
         self.procs[index] = subprocess.Popen(self.command(index), stdout=out, stderr=subprocess.STDOUT)
 
     def start_all(self) -> None:
-        for index in range(len(self.settings.cards)):
+        for index in range(len(self.endpoints)):
             self.start(index)
-        for index in range(len(self.settings.cards)):
+        for index in range(len(self.endpoints)):
             self.wait_healthy(index)
 
     def wait_healthy(self, index: int, timeout: float = _HEALTH_WAIT_S) -> None:
-        url = self.settings.health_url(self.settings.cards[index])
+        url = self.settings.health_url(self.endpoints[index])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             proc = self.procs.get(index)
@@ -142,10 +145,15 @@ class Supervisor:
 
 
 def run() -> int:
-    settings = Settings()
+    try:
+        settings = load()
+    except SettingsInvalid as err:
+        print(f"launcher: Quartet cannot start: {err}", file=sys.stderr, flush=True)
+        return 2
     logs = settings.data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    print(f"starting {len(settings.cards)} card agents: {', '.join(settings.cards)} (logs in {logs})", flush=True)
+    cards = settings.engine.cards
+    print(f"starting {len(cards)} card agents: {', '.join(cards)} (logs in {logs})", flush=True)
     supervisor = Supervisor(settings, log_dir=logs)
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)

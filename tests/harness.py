@@ -30,8 +30,8 @@ ADMIN_PASSWORD = "admin-test-password"
 # seconds without one (the product's default is far wider, for a 27B model on real boards).
 STEP_TIMEOUT_S = 15.0
 CORPUS = ROOT.parent / "shared" / "corpus"
-# Card ports are fixed (health = RPC + 1000); QUARTET_TEST_PORT_OFFSET moves them all, so that two
-# checkouts can run their suites side by side on one machine.
+# Card ports are fixed (health = RPC + 1000, app.endpoint.HEALTH_OFFSET); QUARTET_TEST_PORT_OFFSET moves them
+# all, so that two checkouts can run their suites side by side on one machine.
 PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0"))
 
 
@@ -44,10 +44,8 @@ def free_port() -> int:
 
 def card_settings(first_port: int, count: int, cache_dir: Path, *, sysfs_root: Path | None = None) -> Settings:
     return Settings(
-        cards=[f"127.0.0.1:{first_port + i}" for i in range(count)],
-        card_cache_dir=cache_dir,
-        card_threads=1,
-        sysfs_root=sysfs_root or Path("/nonexistent-sysfs"),
+        engine={"cards": [f"127.0.0.1:{first_port + i}" for i in range(count)]},
+        local_cards={"cache_dir": cache_dir, "threads": 1, "sysfs_root": sysfs_root or Path("/nonexistent-sysfs")},
     )
 
 
@@ -70,26 +68,25 @@ class Appliance:
         self.starts = 0
 
     def env(self) -> dict[str, str]:
-        s = self.cards.settings
         return {
             **os.environ,
-            "QUARTET_PORT": str(self.port),
+            "QUARTET_WEB__PORT": str(self.port),
             "QUARTET_DATA_DIR": str(self.data_dir),
-            "QUARTET_CARDS": json.dumps(s.cards),
-            "QUARTET_CARD_POLL_S": "0.5",
-            "QUARTET_CARD_STEP_TIMEOUT_S": str(STEP_TIMEOUT_S),
-            "QUARTET_MAX_TOKENS": "64",
-            "QUARTET_EXTRACTION_TIMEOUT_S": "300",  # a table's answer on a shared, busy machine (tests lower it)
-            "QUARTET_TEMPERATURE": "0",
-            # host KV cache: ample for the demo model (a 1,500-token conversation is 12.5 MB), and bounded on
-            # a machine that runs several suites; QUARTET_KV_CACHE_MB=0 shows what the tests lose without it
-            "QUARTET_KV_CACHE_MB": os.environ.get("QUARTET_KV_CACHE_MB", "512"),
-            "QUARTET_API_KEYS": json.dumps([API_KEY]),
-            "QUARTET_ADMIN_PASSWORD_HASH": hash_password(ADMIN_PASSWORD, iterations=1000),
-            "QUARTET_MODELS_DIR": str(self.models_dir),
-            "QUARTET_KB_DIR": str(self.data_dir.parent / "kb"),
-            "QUARTET_CATALOG_PATH": str(self.models_dir / "catalog.toml"),
-            "QUARTET_MODEL_PATH": str(self.models_dir / "demo.gguf"),
+            "QUARTET_ENGINE__CARDS": json.dumps(self.cards.endpoints),
+            "QUARTET_TELEMETRY__POLL_S": "0.5",
+            "QUARTET_ENGINE__STEP_TIMEOUT_S": str(STEP_TIMEOUT_S),
+            "QUARTET_ENGINE__MAX_TOKENS": "64",
+            "QUARTET_EXTRACTION__TIMEOUT_S": "300",  # a table's answer on a shared, busy machine (tests lower it)
+            "QUARTET_ENGINE__TEMPERATURE": "0",
+            # host KV cache: ample for the demo model (a 1,500-token conversation is 12.5 MB), and bounded on a
+            # machine that runs several suites; QUARTET_ENGINE__KV_CACHE_MB=0 shows what the tests lose without it
+            "QUARTET_ENGINE__KV_CACHE_MB": os.environ.get("QUARTET_ENGINE__KV_CACHE_MB", "512"),
+            "QUARTET_WEB__API_KEYS": json.dumps([API_KEY]),
+            "QUARTET_WEB__ADMIN_PASSWORD_HASH": hash_password(ADMIN_PASSWORD, iterations=1000),
+            "QUARTET_ENGINE__MODELS_DIR": str(self.models_dir),
+            "QUARTET_KNOWLEDGE__DIR": str(self.data_dir.parent / "kb"),
+            "QUARTET_ENGINE__CATALOG_PATH": str(self.models_dir / "catalog.toml"),
+            "QUARTET_ENGINE__MODEL_PATH": str(self.models_dir / "demo.gguf"),
         }
 
     def start(self, timeout: float = 180.0) -> None:

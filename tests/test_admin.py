@@ -125,7 +125,7 @@ def test_switch_back_to_the_demo_and_every_action_is_logged(admin: tuple[Client,
 
 def test_cards_need_the_admin_session_and_must_answer(admin: tuple[Client, str], appliance: Appliance) -> None:
     c, token = admin
-    cards = appliance.cards.settings.cards
+    cards = appliance.cards.endpoints
     with pytest.raises(AppError, match="admin session"):
         c.predict(cards, "forged", api_name="/set_cards")
     with pytest.raises(AppError, match="admin session"):
@@ -147,7 +147,7 @@ def test_the_model_moves_to_three_cards_with_progress_per_card_and_back(
     import threading
 
     c, token = admin
-    cards = appliance.cards.settings.cards
+    cards = appliance.cards.endpoints
     seen: list[list[dict[str, Any]]] = []
     outcome: dict[str, Any] = {}
     switch = threading.Thread(target=lambda: outcome.update(c.predict(cards[:3], token, api_name="/set_cards")))
@@ -180,7 +180,7 @@ def test_engine_settings_reload_the_model_with_a_new_split_and_context(
     admin: tuple[Client, str], appliance: Appliance
 ) -> None:
     c, token = admin
-    cards = appliance.cards.settings.cards
+    cards = appliance.cards.endpoints
     with pytest.raises(AppError, match="admin session"):
         c.predict({"n_ctx": 2048}, "", api_name="/engine_settings")
     with pytest.raises(AppError, match=r"one share per card \(4\), not 2"):

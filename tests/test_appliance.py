@@ -32,7 +32,7 @@ def test_layers_are_on_the_four_cards(appliance: Appliance) -> None:
     assert found["isolated"] is True
     assert found["model"]["n_layers"] == 18
     cards = found["cards"]
-    assert [c["endpoint"] for c in cards] == appliance.cards.settings.cards
+    assert [c["endpoint"] for c in cards] == appliance.cards.endpoints
     placed = sorted(layer for card in cards for layer in card["layers"])
     assert placed == list(range(19))
     for card in cards:
@@ -125,7 +125,7 @@ def test_a_conversation_survives_an_app_restart(appliance: Appliance) -> None:
 def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -> None:
     cards = appliance.cards
     victim = 2
-    endpoint = cards.settings.cards[victim]
+    endpoint = cards.endpoints[victim]
     c = client(appliance)
     job = c.submit("Write a long essay about the history of computing.", "", "", 1000, api_name="/chat")
     wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
@@ -154,7 +154,7 @@ def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -
 def test_a_card_lost_while_idle_is_noticed_before_anyone_asks(appliance: Appliance) -> None:
     cards = appliance.cards
     victim = 1
-    endpoint = cards.settings.cards[victim]
+    endpoint = cards.endpoints[victim]
     cards.kill(victim)
     found = wait_until(lambda: (s := status(appliance))["down_card"] == endpoint and s, timeout=5)
     assert found["state"] == "recovering"
@@ -194,7 +194,7 @@ def test_a_card_that_hangs_mid_answer_cannot_freeze_the_box(appliance: Appliance
     """SIGSTOP: the card neither dies nor answers, and ggml-rpc would wait in a socket read forever."""
     cards = appliance.cards
     victim = 1
-    endpoint = cards.settings.cards[victim]
+    endpoint = cards.endpoints[victim]
     c = client(appliance)
     job = c.submit("Write a long essay about the history of lighthouses.", "", "", 1000, api_name="/chat")
     wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)

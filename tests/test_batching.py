@@ -183,7 +183,7 @@ def test_more_answers_than_slots_wait_with_their_place_in_line(appliance: Applia
 def test_a_card_killed_while_four_answers_run_fails_all_four_naming_it(appliance: Appliance) -> None:
     cards = appliance.cards
     victim = 2
-    endpoint = cards.settings.cards[victim]
+    endpoint = cards.endpoints[victim]
     runs = [Run() for _ in PROMPTS]
     threads = [
         threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 400})
@@ -235,7 +235,7 @@ def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot
     # first turn TTFT 6.39 s, next turn 0.78 s (0.12; 1,523 of 1,548 tokens cached; load ~7), and
     # 13.65 s / 4.46 s (0.33) with two suites of ours beside others: the demo's f16 V is restored row by
     # row, ~4,600 RPC calls, which a starved machine slows more than reading (the real boards' q8_0
-    # cache takes a few dozen). With QUARTET_KV_CACHE_MB=0 this fails: 4 tokens cached, first turn
+    # cache takes a few dozen). With QUARTET_ENGINE__KV_CACHE_MB=0 this fails: 4 tokens cached, first turn
     # 26.0 s, next turn 14.3 s (0.55; load ~20).
     print(
         f"first turn TTFT {first.ttft:.2f} s ({first.prompt_tokens} tokens), next turn {second.ttft:.2f} s "

@@ -202,10 +202,10 @@ def lone_app(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     env = {
         **os.environ,
-        "QUARTET_PORT": str(port),
+        "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(tmp_path / "var"),
-        "QUARTET_KB_DIR": str(tmp_path / "kb"),
-        "QUARTET_CARDS": json.dumps(["127.0.0.1:1"]),
+        "QUARTET_KNOWLEDGE__DIR": str(tmp_path / "kb"),
+        "QUARTET_ENGINE__CARDS": json.dumps(["127.0.0.1:1"]),
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -10,9 +11,64 @@ from pathlib import Path
 
 import pytest
 
+from app.settings import Settings
+from launcher.agent_settings import from_command_line
 from launcher.card_agent import AddressRefused, check_address
 from launcher.cluster import CardProcesses
 from tests.harness import PORT_OFFSET, card_settings, get_json, rk_board
+
+
+@pytest.fixture
+def no_agent_environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in [n for n in os.environ if n.startswith("QUARTET_AGENT_")]:
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_the_agents_settings_from_its_flags(no_agent_environment: pytest.MonkeyPatch) -> None:
+    flags = ["--card", "2", "--listen", "10.10.0.4:50052", "--threads", "3", "--cache-dir", "/var/cache/rpc"]
+    flags += ["--allow-address", "10.10.0.4", "--allow-address", "10.10.0.5", "--die-with-parent"]
+    agent = from_command_line(flags)
+    assert (agent.card, agent.listen, agent.threads, agent.cache_dir) == (
+        2,
+        "10.10.0.4:50052",
+        3,
+        Path("/var/cache/rpc"),
+    )
+    assert (agent.allow_address, agent.die_with_parent, agent.sysfs_root) == (
+        ["10.10.0.4", "10.10.0.5"],
+        True,
+        Path("/"),
+    )
+    assert agent.health == 51052  # the RPC port + 1000, where the app looks by default
+    assert from_command_line([*flags, "--health-port", "40000"]).health == 40000
+
+
+def test_the_agents_settings_from_its_environment_and_a_flag_wins(no_agent_environment: pytest.MonkeyPatch) -> None:
+    no_agent_environment.setenv("QUARTET_AGENT_CARD", "1")
+    no_agent_environment.setenv("QUARTET_AGENT_LISTEN", "10.10.0.3:50052")
+    no_agent_environment.setenv("QUARTET_AGENT_ALLOW_ADDRESS", '["10.10.0.3"]')
+    no_agent_environment.setenv("QUARTET_AGENT_THREADS", "4")
+    agent = from_command_line([])
+    assert (agent.card, agent.listen, agent.allow_address, agent.threads) == (1, "10.10.0.3:50052", ["10.10.0.3"], 4)
+    assert from_command_line(["--threads", "2"]).threads == 2
+
+
+def test_a_bad_agent_setting_is_one_line_naming_the_flag_and_the_variable(
+    no_agent_environment: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        from_command_line(["--card", "0", "--listen", "10.10.0.2"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert "card_agent: --listen (or QUARTET_AGENT_LISTEN): card endpoint '10.10.0.2' is not host:port" in err
+
+
+def test_the_launcher_passes_the_health_port_the_app_looks_at() -> None:
+    settings = Settings(engine={"cards": ["127.0.0.1:40000", "127.0.0.1:40001"], "health_offset": 500})
+    command = CardProcesses(settings).command(1)
+    assert command[command.index("--health-port") + 1] == "40501"
+    assert settings.health_url("127.0.0.1:40001") == "http://127.0.0.1:40501/health"
 
 
 @pytest.mark.parametrize(
@@ -44,6 +100,12 @@ def test_the_agent_exits_instead_of_binding_the_lan() -> None:
     )
     assert done.returncode == 2
     assert "refusing to serve RPC on 0.0.0.0" in done.stderr
+    by_environment = {**os.environ, "QUARTET_AGENT_CARD": "0", "QUARTET_AGENT_LISTEN": "0.0.0.0:30299"}
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher.card_agent"], env=by_environment, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "card 0: refusing to serve RPC on 0.0.0.0" in done.stderr
 
 
 @pytest.mark.cards  # starts a card agent of its own
@@ -52,14 +114,14 @@ def test_health_reads_the_boards_sensors_and_sigterm_stops_it(tmp_path: Path) ->
     cards = CardProcesses(card_settings(30290 + PORT_OFFSET, 1, tmp_path / "cache", sysfs_root=board))
     cards.start_all()
     try:
-        health = get_json(cards.settings.health_url(cards.settings.cards[0]))
+        health = get_json(cards.settings.health_url(cards.endpoints[0]))
         assert health["card"] == 0 and health["rpc_endpoint"] == f"127.0.0.1:{30290 + PORT_OFFSET}"
         assert health["temperature_c"] == 55.5
         assert (health["load_pct"], health["load_source"]) == (20.0, "npu")
         assert 0 < health["mem_used_bytes"] < health["mem_total_bytes"]
         assert health["uptime_s"] >= 0
         (board / "sys/class/thermal/thermal_zone0/temp").write_text("81000\n")
-        assert get_json(cards.settings.health_url(cards.settings.cards[0]))["temperature_c"] == 81.0
+        assert get_json(cards.settings.health_url(cards.endpoints[0]))["temperature_c"] == 81.0
         proc = cards.procs[0]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
@@ -68,13 +130,13 @@ def test_health_reads_the_boards_sensors_and_sigterm_stops_it(tmp_path: Path) ->
 
 
 def test_a_card_without_sensors_says_so(engine_cards: CardProcesses) -> None:
-    health = get_json(engine_cards.settings.health_url(engine_cards.settings.cards[0]))
+    health = get_json(engine_cards.settings.health_url(engine_cards.endpoints[0]))
     assert health["temperature_c"] is None
     assert health["load_source"] == "process_cpu" and 0 <= health["load_pct"] <= 100
 
 
 def test_rpc_port_in_use_is_a_clear_failure(appliance_cards: CardProcesses) -> None:
-    taken = appliance_cards.settings.cards[0]
+    taken = appliance_cards.endpoints[0]
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "launcher.card_agent", "--card", "9", "--listen", taken, "--health-port", "31299"],

@@ -7,8 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from app.settings import Settings
-from tests.settings_doc import SETTINGS_MD, render, shown
+from app.settings import Settings, env_name, leaves
+from tests.settings_doc import SETTINGS_MD, default, render, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -18,7 +18,7 @@ OUTSIDE = re.compile(r"\.\./shared|/work/shared|shared/corpus|DESIGN\.md fact", 
 def _rows() -> dict[str, list[str]]:
     rows = {}
     for line in SETTINGS_MD.read_text(encoding="utf-8").splitlines():
-        match = re.match(r"\| `([a-z_]+)` \| (.*) \|$", line)
+        match = re.match(r"\| `([a-z_.]+)` \| (.*) \|$", line)
         if match:
             rows[match.group(1)] = [cell.strip() for cell in match.group(2).split(" | ")]
     return rows
@@ -32,13 +32,14 @@ def test_docs_settings_is_made_from_the_settings() -> None:
 
 def test_every_setting_is_in_the_settings_table() -> None:
     rows = _rows()
-    fields = Settings.model_fields
+    fields = dict(leaves())
+    assert len(fields) > 60, "the settings' sections were not walked"
     assert set(rows) == set(fields), f"undocumented: {set(fields) - set(rows)}; stale: {set(rows) - set(fields)}"
     for name, field in fields.items():
-        env, default, description = rows[name]
-        assert env == f"`QUARTET_{name.upper()}`"
-        value = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
-        assert default == f"`{shown(value)}`", f"{name}: docs/settings.md says {default}"
+        env, documented, description = rows[name]
+        assert env == f"`{env_name(name)}`"
+        assert env == "`QUARTET_" + name.upper().replace(".", "__") + "`"
+        assert documented == f"`{shown(default(field))}`", f"{name}: docs/settings.md says {documented}"
         assert description == field.description
 
 
@@ -64,9 +65,9 @@ def test_nothing_outside_the_tests_points_outside_the_repository() -> None:
 
 def test_settings_come_from_environment_and_toml(tmp_path: Path, monkeypatch: object) -> None:
     config = tmp_path / "quartet.toml"
-    config.write_text('n_ctx = 8192\ncards = ["10.0.0.2:50052"]\n')
+    config.write_text('[engine]\nn_ctx = 8192\ncards = ["10.0.0.2:50052"]\n')
     monkeypatch.setenv("QUARTET_CONFIG", str(config))  # type: ignore[attr-defined]
-    monkeypatch.setenv("QUARTET_PORT", "9999")  # type: ignore[attr-defined]
+    monkeypatch.setenv("QUARTET_WEB__PORT", "9999")  # type: ignore[attr-defined]
     settings = Settings()
-    assert (settings.n_ctx, settings.cards, settings.port) == (8192, ["10.0.0.2:50052"], 9999)
+    assert (settings.engine.n_ctx, settings.engine.cards, settings.web.port) == (8192, ("10.0.0.2:50052",), 9999)
     assert settings.health_url("10.0.0.2:50052") == "http://10.0.0.2:51052/health"

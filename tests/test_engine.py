@@ -23,7 +23,7 @@ def engine(engine_cards: CardProcesses) -> Iterator[object]:
         EngineConfig(
             model_path=DEMO_MODEL,
             model_name="demo",
-            cards=tuple(engine_cards.settings.cards),
+            cards=tuple(engine_cards.endpoints),
             n_ctx=2048,
             prompt_chunk=64,
         )
@@ -133,7 +133,7 @@ def test_tensor_split_mode_is_refused_before_llama_aborts(engine_cards: CardProc
     from app.engine.llamacpp import Engine
 
     config = EngineConfig(
-        model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.settings.cards), split_mode="tensor"
+        model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.endpoints), split_mode="tensor"
     )
     with pytest.raises(EngineError, match=r"not supported over RPC"):
         Engine(config)
@@ -145,7 +145,7 @@ def test_missing_model_file_is_named(engine_cards: CardProcesses, tmp_path: obje
     from app.engine.llamacpp import Engine
 
     missing = Path(str(tmp_path)) / "absent.gguf"
-    engine = Engine(EngineConfig(model_path=missing, model_name="x", cards=tuple(engine_cards.settings.cards)))
+    engine = Engine(EngineConfig(model_path=missing, model_name="x", cards=tuple(engine_cards.endpoints)))
     with pytest.raises(EngineError, match=r"absent\.gguf does not exist"):
         engine.load()
 
@@ -154,7 +154,7 @@ def test_a_card_that_does_not_answer_is_named_before_ggml_aborts(engine_cards: C
     from app.engine.cards import check_cards
 
     with pytest.raises(EngineError, match=r"card 1 \(127\.0\.0\.1:1\) does not answer: connection refused"):
-        check_cards([engine_cards.settings.cards[0], "127.0.0.1:1"])
+        check_cards([engine_cards.endpoints[0], "127.0.0.1:1"])
 
 
 def test_json_schema_constrains_the_answer(engine: object) -> None:

@@ -26,7 +26,7 @@ def engine(engine_cards: CardProcesses) -> Iterator[EngineService]:
     config = EngineConfig(
         model_path=DEMO_MODEL,
         model_name="demo",
-        cards=tuple(engine_cards.settings.cards),
+        cards=tuple(engine_cards.endpoints),
         n_ctx=N_CTX,
         prompt_chunk=64,
         parallel=2,

@@ -40,7 +40,7 @@ def engine(engine_cards: CardProcesses, tmp_path_factory: pytest.TempPathFactory
         EngineConfig(
             model_path=DEMO_MODEL,
             model_name="demo",
-            cards=tuple(engine_cards.settings.cards),
+            cards=tuple(engine_cards.endpoints),
             n_ctx=1024,
             template_dir=templates,
             chat_template="tools.jinja",

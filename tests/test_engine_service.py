@@ -25,7 +25,7 @@ def service(engine_cards: CardProcesses) -> Iterator[EngineService]:
     config = EngineConfig(
         model_path=DEMO_MODEL,
         model_name="demo",
-        cards=tuple(engine_cards.settings.cards),
+        cards=tuple(engine_cards.endpoints),
         n_ctx=2048,
         prompt_chunk=64,
         parallel=3,

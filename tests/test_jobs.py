@@ -58,7 +58,9 @@ def test_an_action_that_ends_its_thread_does_not_leave_the_job_running() -> None
 def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
     """The admin service's runner with a real engine service, not started (nothing loads): the job says
     what failed and how."""
-    settings = Settings(admin_password_hash=hash_password("pw", iterations=1000), cards=["127.0.0.1:1"])
+    settings = Settings(
+        web={"admin_password_hash": hash_password("pw", iterations=1000)}, engine={"cards": ["127.0.0.1:1"]}
+    )
     engine = EngineService(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=("127.0.0.1:1",)))
     monitor = CardMonitor(["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)

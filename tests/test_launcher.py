@@ -66,12 +66,13 @@ def _app_pid(launcher_pid: int) -> int | None:
 @pytest.mark.appliance  # `make run` itself: four card agents and the app
 def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
+    cards = [f"127.0.0.1:{p}" for p in range(30272 + PORT_OFFSET, 30276 + PORT_OFFSET)]
     env = {
         **os.environ,
-        "QUARTET_PORT": str(port),
+        "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(tmp_path / "var"),
-        "QUARTET_CARDS": json.dumps([f"127.0.0.1:{p}" for p in range(30272 + PORT_OFFSET, 30276 + PORT_OFFSET)]),
-        "QUARTET_CARD_CACHE_DIR": str(tmp_path / "cache"),
+        "QUARTET_ENGINE__CARDS": json.dumps(cards),
+        "QUARTET_LOCAL_CARDS__CACHE_DIR": str(tmp_path / "cache"),
     }
     launcher = subprocess.Popen(
         [sys.executable, "-m", "launcher"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -37,7 +37,12 @@ def ours() -> set[str]:
 def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp_path: Path) -> None:
     # Cards nobody listens on: the engine waits for them, which is enough to have every loop running.
     cards = [f"127.0.0.1:{30880 + PORT_OFFSET + i}" for i in range(2)]
-    settings = Settings(data_dir=tmp_path / "var", kb_dir=tmp_path / "kb", cards=cards, card_poll_s=0.2)
+    settings = Settings(
+        data_dir=tmp_path / "var",
+        knowledge={"dir": tmp_path / "kb"},
+        engine={"cards": cards},
+        telemetry={"poll_s": 0.2},
+    )
     ctx = build_context(settings)
     order = [type(s).__name__ for s in ctx.background()]
     assert order == ["CardMonitor", "EngineService", "KnowledgeService", "ExtractionService"]

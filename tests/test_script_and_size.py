@@ -47,7 +47,7 @@ def test_a_file_too_large_is_refused_in_the_same_words_on_upload_and_indexing(tm
         load(big, max_bytes=5_000)
     said = "big.txt (10,000 bytes) is larger than 5,000 bytes, the limit for one file"
     assert str(from_bytes.value).startswith(said) and str(indexing.value).startswith(said)
-    assert indexing.value.kind == "too_large" and "setting max_upload_mb" in indexing.value.message
+    assert indexing.value.kind == "too_large" and "setting knowledge.max_file_mb" in indexing.value.message
     # a streamed upload stops at the first block over the limit, before its whole size is known
     assert str(from_file.value).startswith("big.txt is larger than 5,000 bytes, the limit for one file")
     assert all(str(e.value).endswith("It was not saved.") for e in (from_bytes, from_file))

@@ -70,11 +70,11 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     env = {
         **os.environ,
-        "QUARTET_PORT": str(port),
+        "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(tmp_path_factory.mktemp("guarded")),
-        "QUARTET_CARDS": json.dumps(["127.0.0.1:1"]),
-        "QUARTET_USERS": json.dumps({"ada": hash_password("lovelace-1815", iterations=1000)}),
-        "QUARTET_MAX_UPLOAD_MB": "1",
+        "QUARTET_ENGINE__CARDS": json.dumps(["127.0.0.1:1"]),
+        "QUARTET_WEB__USERS": json.dumps({"ada": hash_password("lovelace-1815", iterations=1000)}),
+        "QUARTET_KNOWLEDGE__MAX_FILE_MB": "1",
     }
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, **quiet)  # type: ignore[call-overload]
@@ -222,9 +222,9 @@ def test_every_admin_step_checks_the_session(appliance: Appliance) -> None:
 
 
 def test_facing_the_lan_without_logins_or_keys_refuses_to_start(tmp_path: Path) -> None:
-    env = {**os.environ, "QUARTET_HOST": "0.0.0.0", "QUARTET_DATA_DIR": str(tmp_path), "QUARTET_PORT": "1"}
-    env.pop("QUARTET_API_KEYS", None)
-    env.pop("QUARTET_USERS", None)
+    env = {**os.environ, "QUARTET_WEB__HOST": "0.0.0.0", "QUARTET_DATA_DIR": str(tmp_path), "QUARTET_WEB__PORT": "1"}
+    env.pop("QUARTET_WEB__API_KEYS", None)
+    env.pop("QUARTET_WEB__USERS", None)
     done = subprocess.run([sys.executable, "-m", "app"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "without users and api_keys" in done.stderr and "allow_open_lan" in done.stderr
@@ -235,15 +235,15 @@ def test_the_lan_check_and_its_override() -> None:
     from app.settings import Settings
 
     keys, users = ["sk-a"], {"ada": hash_password("x", iterations=1000)}
-    assert Settings(host="127.0.0.1").open_lan_problem() is None
-    assert Settings(host="localhost").open_lan_problem() is None
-    assert "without users" in (Settings(host="192.168.1.20", api_keys=keys).open_lan_problem() or "")
-    assert "without api_keys" in (Settings(host="0.0.0.0", users=users).open_lan_problem() or "")
-    assert "without users and api_keys" in (Settings(host="appliance.local").open_lan_problem() or "")
-    assert Settings(host="0.0.0.0", users=users, api_keys=keys).open_lan_problem() is None
-    assert Settings(host="0.0.0.0", allow_open_lan=True).open_lan_problem() is None
+    assert Settings(web={"host": "127.0.0.1"}).open_lan_problem() is None
+    assert Settings(web={"host": "localhost"}).open_lan_problem() is None
+    assert "without users" in (Settings(web={"host": "192.168.1.20", "api_keys": keys}).open_lan_problem() or "")
+    assert "without api_keys" in (Settings(web={"host": "0.0.0.0", "users": users}).open_lan_problem() or "")
+    assert "without users and api_keys" in (Settings(web={"host": "appliance.local"}).open_lan_problem() or "")
+    assert Settings(web={"host": "0.0.0.0", "users": users, "api_keys": keys}).open_lan_problem() is None
+    assert Settings(web={"host": "0.0.0.0", "allow_open_lan": True}).open_lan_problem() is None
     with pytest.raises(ValueError, match="blank"):
-        Settings(api_keys=[" "])
+        Settings(web={"api_keys": [" "]})
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,7 @@ def test_a_killed_card_shows_down_within_three_seconds(appliance: Appliance) -> 
 
 
 def _heat(appliance: Appliance, card: int, celsius: float) -> None:
-    board = appliance.cards.settings.sysfs_root.parent / f"card{card}"
+    board = appliance.cards.settings.local_cards.sysfs_root.parent / f"card{card}"
     (board / "sys/class/thermal/thermal_zone1/temp").write_text(f"{int(celsius * 1000)}\n")
 
 

@@ -64,10 +64,10 @@ def require_key(request: Request, keys: list[str]) -> None:
 
 def build_router(ctx: AppContext) -> APIRouter:
     def authorised(request: Request) -> None:
-        require_key(request, ctx.settings.api_keys)
+        require_key(request, ctx.settings.web.api_keys)
 
     router = APIRouter(prefix="/v1", dependencies=[Depends(authorised)])
-    served = model_id(ctx.settings.model_name)
+    served = model_id(ctx.settings.engine.model_name)
 
     @router.get("/models")
     def models() -> dict[str, Any]:
@@ -90,7 +90,9 @@ def build_router(ctx: AppContext) -> APIRouter:
         settings = ctx.settings
         tool_plan = body.tool_plan()
         request = body.to_engine(
-            default_max_tokens=settings.max_tokens, default_temperature=settings.temperature, tool_plan=tool_plan
+            default_max_tokens=settings.engine.max_tokens,
+            default_temperature=settings.engine.temperature,
+            tool_plan=tool_plan,
         )
         shape = ChatShape(_head("chatcmpl", served), tool_plan, logprobs=body.logprobs)
         return await answer(request, shape, stream=body.stream, options=body.stream_options)
@@ -98,7 +100,7 @@ def build_router(ctx: AppContext) -> APIRouter:
     @router.post("/completions", response_model=None)
     async def completions(body: CompletionRequest) -> JSONResponse | EventSourceResponse:
         request = body.to_engine(
-            default_max_tokens=ctx.settings.max_tokens, default_temperature=ctx.settings.temperature
+            default_max_tokens=ctx.settings.engine.max_tokens, default_temperature=ctx.settings.engine.temperature
         )
         shape = CompletionShape(
             _head("cmpl", served), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
@@ -126,7 +128,9 @@ def build_router(ctx: AppContext) -> APIRouter:
         if embed is None:
             raise ApiError(503, "no embedder is configured", type_="server_error", code="engine_unavailable")
         texts = [body.input] if isinstance(body.input, str) else body.input
-        _check_embedding_size(texts, max_inputs=ctx.settings.embed_max_inputs, max_chars=ctx.settings.embed_max_chars)
+        _check_embedding_size(
+            texts, max_inputs=ctx.settings.web.embed_max_inputs, max_chars=ctx.settings.web.embed_max_chars
+        )
         vectors, tokens = embed(texts)
         encoded: list[Any] = vectors
         if body.encoding_format == "base64":  # what the openai package asks for: little-endian float32

@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from app.endpoint import Endpoint
 from app.engine.events import EngineError
 
 HEALTH_TIMEOUT_S = 2.0
@@ -24,9 +25,9 @@ NOT_RESPONDING = "not responding"
 
 def probe_card(endpoint: str, *, timeout: float = 0.5) -> str | None:
     """None when the card's RPC port accepts a connection, else why not ("connection refused", "not responding")."""
-    host, _, port = endpoint.rpartition(":")
+    card = Endpoint.parse(endpoint)
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
+        with socket.create_connection((card.host, card.port), timeout=timeout):
             return None
     except TimeoutError:  # a stopped card's backlog is full: the handshake itself waits
         return NOT_RESPONDING
@@ -43,8 +44,7 @@ def describe(index: int, endpoint: str, reason: str) -> str:
 
 
 def health_url(endpoint: str, offset: int) -> str:
-    host, _, port = endpoint.rpartition(":")
-    return f"http://{host}:{int(port) + offset}/health"
+    return Endpoint.parse(endpoint).health_url(offset)
 
 
 def probe_health(endpoint: str, *, offset: int, timeout: float = HEALTH_TIMEOUT_S) -> str | None:

@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.engine_config import EngineConfig
+from app.engine.engine_config import KV_TYPE, N_CTX, EngineConfig
 from app.engine.events import EngineError
 from app.engine.gguf_header import Header, HeaderError, read_header
 
@@ -47,7 +47,7 @@ class CatalogEntry:
     name: str
     path: Path
     n_ctx: int
-    kv_type: str = "f16"
+    kv_type: str = KV_TYPE
     chat_template: str | None = None
     description: str = ""
 
@@ -76,8 +76,8 @@ def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
                 id=raw["id"],
                 name=raw["name"],
                 path=file if file.is_absolute() else models_dir / file,
-                n_ctx=int(raw.get("n_ctx", 4096)),
-                kv_type=raw.get("kv_type", "f16"),
+                n_ctx=int(raw.get("n_ctx", N_CTX)),
+                kv_type=raw.get("kv_type", KV_TYPE),
                 chat_template=raw.get("chat_template"),
                 description=raw.get("description", ""),
             )

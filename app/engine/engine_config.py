@@ -1,28 +1,111 @@
-"""How to build an engine: which model, which cards, which llama.cpp knobs. Picklable, import-light."""
+"""How to build an engine: which model, which cards, which llama.cpp knobs, how its queue behaves.
+
+This is the `[engine]` section of the settings (app/settings.py), declared once: the composition root hands
+`settings.engine` to the engine as it is. Picklable (it crosses to the engine worker), import-light, and
+checked when built — `dataclasses.replace` checks a changed copy too.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
 from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator
+from pydantic.dataclasses import dataclass
+
+from app.endpoint import HEALTH_OFFSET, EndpointText
+
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quartet"
+DEMO_MODEL = CACHE_DIR / "models" / "gemma-3-270m-q4_k_m.gguf"
+LOCAL_CARDS = tuple(f"127.0.0.1:{port}" for port in range(50052, 50056))
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"
+# Defaults other modules start from (a request's, a catalog entry's): declared here, used there.
+N_CTX = 4096
+KV_TYPE = "f16"
+MAX_TOKENS = 512
+TEMPERATURE = 0.7
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class EngineConfig:
-    model_path: Path
-    model_name: str
-    cards: tuple[str, ...]
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_ubatch: int = 512
-    n_threads: int = 2
-    prompt_chunk: int = 128
-    parallel: int = 4  # answers generated at once (slots: llama.cpp sequences in one batch)
-    kv_cache_mb: int = 2048  # host memory for the KV of sequences whose slot was reused (0 = none)
-    tensor_split: tuple[float, ...] | None = None
-    split_mode: str = "layer"
-    max_tokens_limit: int = 4096
-    chat_template: str | None = None  # a file in template_dir that overrides the GGUF's template
-    kv_type: str = "f16"  # f16, q8_0 or q4_0 (always with flash attention: see engine.py)
-    health_offset: int | None = 1000  # a card's /health port is its RPC port plus this (None: no agent)
-    step_timeout_s: float = 30.0  # a step (prompt chunk or token) running longer means a card hangs
-    template_dir: Path = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"
+    model_path: Path = Field(default=DEMO_MODEL, description="GGUF file of the model to load at start.")
+    model_name: str = Field(default="Gemma 3 270M (demo)", description="Display name of the loaded model.")
+    cards: tuple[EndpointText, ...] = Field(
+        default=LOCAL_CARDS, description="RPC endpoints (host:port) of the cards, in pipeline order."
+    )
+    health_offset: int = Field(
+        default=HEALTH_OFFSET, ge=1, description="A card's health endpoint listens on its RPC port plus this offset."
+    )
+    models_dir: Path = Field(default=CACHE_DIR / "models", description="The only folder models may be loaded from.")
+    catalog_path: Path = Field(
+        default=Path("assets/models.toml"),
+        description="TOML list of the models the admin can switch between (relative: to the app's folder).",
+    )
+    n_ctx: int = Field(default=N_CTX, ge=256, description="Context length in tokens.")
+    n_batch: int = Field(default=512, ge=1, description="Logical batch size for prompt processing.")
+    n_ubatch: int = Field(default=512, ge=1, description="Physical batch size for prompt processing.")
+    prompt_chunk: int = Field(
+        default=128, ge=1, description="Prompt tokens evaluated between two checks for cancellation."
+    )
+    n_threads: int = Field(default=2, ge=1, description="Host CPU threads of the engine.")
+    tensor_split: tuple[float, ...] | None = Field(
+        default=None, description="Share of layers per card; empty for llama's split by free memory."
+    )
+    split_mode: Literal["layer", "row", "tensor"] = Field(
+        default="layer", description="How layers are spread across cards; only 'layer' works over RPC."
+    )
+    kv_type: str = Field(
+        default=KV_TYPE, description="Type of the KV cache: f16, q8_0 or q4_0 (always with flash attention)."
+    )
+    chat_template: str | None = Field(
+        default=None, description="A file in `template_dir` that overrides the GGUF's chat template."
+    )
+    template_dir: Path = Field(
+        default=TEMPLATE_DIR, description="Folder of the chat templates for GGUFs without one (named by architecture)."
+    )
+    isolation: bool = Field(
+        default=True, description="Run llama.cpp in a supervised worker process (a card fault costs one answer)."
+    )
+    parallel: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Answers generated at once, batched in one step across the cards; each holds its own "
+        "n_ctx of KV cache on the cards. More wait in the queue.",
+    )
+    kv_cache_mb: int = Field(
+        default=2048,
+        ge=0,
+        description="Host memory (MiB) for the KV cache of conversations whose slot another prompt took: "
+        "saved when the slot is reused, restored when the conversation returns, least recently used out "
+        "first; 0 = keep none (a returning conversation's prompt is read again).",
+    )
+    background_slots: int = Field(
+        default=1,
+        ge=1,
+        description="Slots that background work (extraction batches, summary parts) may take at once; "
+        "people's answers are served first.",
+    )
+    max_queue: int = Field(
+        default=32, ge=1, description="Answers that may wait in the queue before new ones are refused."
+    )
+    max_tokens: int = Field(default=MAX_TOKENS, ge=1, description="Default cap on generated tokens per answer.")
+    max_tokens_limit: int = Field(default=4096, ge=1, description="Hard cap a request may ask for.")
+    temperature: float = Field(default=TEMPERATURE, ge=0, description="Default sampling temperature.")
+    step_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds one engine step (a prompt chunk or a token) may take before the card holding it "
+        "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
+    )
+
+    @field_validator("cards")
+    @classmethod
+    def _cards_listed_once(cls, cards: tuple[str, ...]) -> tuple[str, ...]:
+        if not cards:
+            raise ValueError("at least one card endpoint is needed")
+        twice = sorted({card for card in cards if cards.count(card) > 1})
+        if twice:
+            raise ValueError(f"card endpoint {twice[0]} is listed twice")
+        return cards

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from app.engine.engine_config import MAX_TOKENS, TEMPERATURE
 from app.errors import QuartetError
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -22,8 +23,8 @@ class Message:
 @dataclass(frozen=True)
 class GenerationRequest:
     messages: tuple[Message, ...]
-    max_tokens: int = 512
-    temperature: float = 0.7
+    max_tokens: int = MAX_TOKENS
+    temperature: float = TEMPERATURE
     top_p: float = 0.95
     stop: tuple[str, ...] = ()
     seed: int | None = None

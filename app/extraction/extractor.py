@@ -91,8 +91,8 @@ class Extractor:
         engine: EngineService,
         prompts: Path,
         *,
-        max_tokens: int = 384,
-        timeout_s: float = 120.0,
+        max_tokens: int,
+        timeout_s: float,
     ) -> None:
         self.knowledge, self.engine = knowledge, engine
         self.system = (prompts / "extract_system.txt").read_text(encoding="utf-8").strip()

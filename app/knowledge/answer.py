@@ -62,9 +62,9 @@ class Answerer:
         engine: EngineService,
         prompts: Path,
         *,
-        k: int = 6,
+        k: int,
+        max_tokens: int,
         min_similarity: float = 0.3,
-        max_tokens: int = 384,
     ) -> None:
         self.knowledge, self.engine = knowledge, engine
         self.system = (prompts / "qa_system.txt").read_text(encoding="utf-8").strip()

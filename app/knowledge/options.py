@@ -1,29 +1,69 @@
-"""The knowledge base's knobs, filled from Settings by the composition root."""
+"""The knowledge base's knobs: the `[knowledge]` section of the settings (app/settings.py adds the folder,
+the embedder's threads and the sources of an answer), handed to the knowledge service as they are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from app.knowledge.loaders import ReadLimits
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class KnowledgeOptions:
-    max_file_mb: float = 200.0  # larger files are refused (also the upload limit)
-    read_timeout_s: float = 300.0  # a document's reader process is killed after this long
-    read_memory_mb: int = 1024  # address-space limit of the reader process
-    max_unpacked_mb: float = 100.0  # a .docx whose XML unpacks to more is refused
-    max_pages: int = 2000  # pages read of one document; the rest is left out, and it says so
-    max_chunks: int = 5000  # chunks embedded of one document; the rest is left out, and it says so
-    large_file_mb: float = 4.0  # larger files are indexed in a lane of their own (never ahead of small ones)
-    small_lane_chunks: int = 400  # a smaller file with more passages moves to that lane (about a minute of embedding)
-    page_chars: int = 3000  # size of a pseudo-page of a text file
-    chunk_tokens: int = 200  # word pieces per chunk (MiniLM reads at most 254)
-    chunk_overlap: int = 30  # word pieces shared by neighbouring chunks (whole sentences)
-    embed_batch: int = 32  # chunks per embedding call; a search waits at most for one call
-    watch: bool = True  # watch the kb folder for changes
-    settle_s: float = 1.0  # a changed file is indexed once its size and mtime held still this long
-    rescan_s: float = 300.0  # full rescan of the kb folder and of every indexed file, in seconds
+    max_file_mb: float = Field(
+        default=200.0,
+        gt=0,
+        description="Largest document accepted, uploaded or in the folder, in MiB (larger: refused).",
+    )
+    read_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="A document's reader process (every format) is stopped after this many seconds.",
+    )
+    read_memory_mb: int = Field(
+        default=1024, ge=128, description="Memory (address space) of a document's reader process, in MiB."
+    )
+    max_unpacked_mb: float = Field(
+        default=100.0,
+        gt=0,
+        description="A .docx whose text XML unpacks to more than this many MiB is refused (zip bombs).",
+    )
+    max_pages: int = Field(
+        default=2000,
+        ge=1,
+        description="Pages read of one document (text: pages of `page_chars`); the rest is left out, saying so.",
+    )
+    max_chunks: int = Field(
+        default=5000,
+        ge=1,
+        description="Passages embedded of one document; the pages after them are left out, saying so.",
+    )
+    large_file_mb: float = Field(
+        default=4.0,
+        gt=0,
+        description="Files larger than this (MiB) are indexed one at a time in a lane of their own, beside small ones.",
+    )
+    small_lane_chunks: int = Field(
+        default=400, ge=1, description="A smaller file with more passages than this moves to the large files' lane too."
+    )
+    page_chars: int = Field(default=3000, ge=100, description="Characters of a page of a plain-text file.")
+    chunk_tokens: int = Field(
+        default=200, ge=16, le=254, description="Word pieces per passage (whole sentences; MiniLM reads at most 254)."
+    )
+    chunk_overlap: int = Field(
+        default=30, ge=0, description="Word pieces neighbouring passages share (whole sentences)."
+    )
+    embed_batch: int = Field(
+        default=32, ge=1, description="Passages per embedding call; a search waits at most for one call."
+    )
+    watch: bool = Field(default=True, description="Watch the folder for new, changed and deleted files.")
+    settle_s: float = Field(
+        default=1.0, gt=0, description="A changed file is indexed once its size and time held still this many seconds."
+    )
+    rescan_s: float = Field(
+        default=300.0, gt=0, description="Seconds between full rescans of the folder and of every indexed file."
+    )
 
     @property
     def max_file_bytes(self) -> int:

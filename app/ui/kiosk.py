@@ -18,8 +18,8 @@ def build(ctx: AppContext) -> gr.Blocks:
         header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
         load = chat_tab.build(
             ctx.chat,
-            default_prompt=ctx.settings.system_prompt,
-            updates_per_s=ctx.settings.ui_updates_per_s,
+            default_prompt=ctx.settings.web.system_prompt,
+            updates_per_s=ctx.settings.web.ui_updates_per_s,
             identity_key="quartet-kiosk",
         )
         timer = gr.Timer(_EVERY_S)

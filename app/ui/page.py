@@ -30,20 +30,23 @@ def build(ctx: AppContext) -> gr.Blocks:
                 loads = [
                     chat_tab.build(
                         ctx.chat,
-                        default_prompt=ctx.settings.system_prompt,
-                        updates_per_s=ctx.settings.ui_updates_per_s,
+                        default_prompt=ctx.settings.web.system_prompt,
+                        updates_per_s=ctx.settings.web.ui_updates_per_s,
                         identity_key="quartet-browser",
                     )
                 ]
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer = documents_tab.build(
-                    ctx.knowledge, ctx.answerer, ctx.summariser, max_upload_bytes=ctx.settings.max_upload_mb * 2**20
+                    ctx.knowledge,
+                    ctx.answerer,
+                    ctx.summariser,
+                    max_upload_bytes=ctx.settings.knowledge.max_file_bytes,
                 )
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer = cards_tab.build(ctx.telemetry)
-        chat_api.register(ctx.chat, updates_per_s=ctx.settings.ui_updates_per_s)
+        chat_api.register(ctx.chat, updates_per_s=ctx.settings.web.ui_updates_per_s)
         documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
         extraction_api.register(ctx.extraction)
         cards_api.register(ctx.telemetry)

@@ -65,7 +65,7 @@ def size_problem(name: str, size: int, max_bytes: int, *, whole: bool = True) ->
         return None
     sized = f" ({_megabytes(size)})" if whole else ""
     return (f"{name}{sized} is larger than {_megabytes(max_bytes)}, the limit for one file: split it, or raise "
-            "the limit (setting max_upload_mb).")  # fmt: skip
+            "the limit (setting knowledge.max_file_mb).")  # fmt: skip
 
 
 def _megabytes(n: int) -> str:
