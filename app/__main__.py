@@ -166,7 +166,7 @@ def serve(ctx: AppContext, server: uvicorn.Server, settings: Settings) -> int:
     if _engine_ready(ctx, stop):
         print(f"Quartet ready at {url}", flush=True)
     elif not stop.is_set():
-        print(f"Quartet web app at {url}; the engine is not ready: {ctx.engine.status()['message']}", flush=True)
+        print(f"Quartet web app at {url}; the engine is not ready: {ctx.engine.status().message}", flush=True)
     while not stop.wait(0.5) and thread.is_alive():
         pass
     server.should_exit = True
@@ -179,7 +179,7 @@ def _engine_ready(ctx: AppContext, stop: threading.Event) -> bool:
     while not stop.is_set() and time.monotonic() < deadline:
         if ctx.engine.wait_ready(0.5):
             return True
-        if ctx.engine.status()["state"] == "failed":
+        if ctx.engine.status().state == "failed":
             return False
     return False
 

@@ -111,7 +111,7 @@ def build_router(ctx: AppContext) -> APIRouter:
         try:
             ticket = ctx.engine.submit(request)
         except EngineError as err:
-            raise api_error(err, ctx.engine.status()["queue"]["waiting"]) from err
+            raise api_error(err, ctx.engine.status().queue.waiting) from err
         followed = _Answer(ctx, ticket, shape)
         first = await followed.first()
         if isinstance(first, Failed):
