@@ -30,7 +30,6 @@ from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.lifecycle import start_all
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -111,6 +110,7 @@ def build_context(settings: Settings) -> AppContext:
     extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)
     return AppContext(
         settings=settings,
+        database=database,
         engine=engine,
         chat=chat,
         cards=cards,
@@ -146,7 +146,7 @@ def main() -> int:
         return 2
     ctx = build_context(settings)
     with ExitStack() as running:
-        start_all(running, ctx.background())  # stopped in reverse order however serve() ends
+        ctx.start(running)  # stopped in reverse order, the database closed last, however serve() ends
         return serve(ctx, make_server(ctx), settings)
 
 
