@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError
 from pydantic import BaseModel
 
 from app.admin import AdminDenied
-from app.api.errors import ApiError, install
+from app.api.errors import STATUS, ApiError, install
 from app.chat.service import ConversationNotFound
 from app.engine.events import EngineError, FailureKind
 from app.errors import KINDS, NotFound, QuartetError, Refused
@@ -28,7 +28,7 @@ from app.extraction.json_schema import SchemaProblem
 from app.jobs import JobBusy
 from app.knowledge.loaders.types import ERROR_KINDS, LoadError
 from app.knowledge.uploads import UploadError
-from app.ui.errors import explained
+from app.ui.errors import TITLES, explained
 from tests.harness import free_port
 
 APP = Path(__file__).resolve().parent.parent / "app"
@@ -53,6 +53,7 @@ def test_every_error_a_person_meets_shares_the_base_with_a_kind_of_the_vocabular
         assert err.message == str(err)
     assert [e.kind for e in made[:6]] == ["encrypted", "too_large", "request", "denied", "not_found", "busy"]
     assert set(get_args(FailureKind)) <= set(KINDS) and set(ERROR_KINDS) <= set(KINDS)
+    assert set(TITLES) == set(KINDS) == set(STATUS), "each kind has its title on the page and its /v1 status"
     # kept for callers that catch the builtin sort: a refusal is a ValueError, a missing thing a LookupError
     assert isinstance(made[2], ValueError) and isinstance(made[4], LookupError)
 

@@ -22,12 +22,17 @@ from app.errors import Kind, QuartetError
 log = logging.getLogger(__name__)
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
-_TITLES: dict[Kind, str] = {
+TITLES: dict[Kind, str] = {
     "request": "Cannot do that",
     "not_found": "Not found",
     "denied": "Not allowed",
     "too_large": "Too large",
     "busy": "Busy: try again shortly",
+    "unsupported": "Cannot read this file",
+    "encrypted": "Cannot read this file",
+    "no_text": "Cannot read this file",
+    "corrupt": "Cannot read this file",
+    "empty": "Cannot read this file",
     "context": "Too long for the model",
     "card": "A card failed",
     "timeout": "Took too long",
@@ -40,11 +45,11 @@ _TITLES: dict[Kind, str] = {
 def for_person(err: Exception) -> gr.Error:
     """`err` as Gradio shows it to a person (a toast on the page, the message of gradio_client's AppError)."""
     if isinstance(err, QuartetError):
-        return gr.Error(err.message, title=_TITLES.get(err.kind, "Cannot read this file"), print_exception=False)
+        return gr.Error(err.message, title=TITLES[err.kind], print_exception=False)
     log.error("a handler failed unexpectedly", exc_info=err)
     return gr.Error(
         f"Something went wrong on our side ({type(err).__name__}: {err}); the app's log has the details.",
-        title=_TITLES["internal"],
+        title=TITLES["internal"],
         print_exception=False,
     )
 
