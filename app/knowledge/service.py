@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from app.database import Database
-from app.errors import NotFound, QuartetError
+from app.errors import NotFound, QuartetError, Refused
 from app.knowledge.embedder import Embedder
 from app.knowledge.indexer import Indexer, Job, reembed_jobs
 from app.knowledge.ingest import IngestProgress, IngestQueue, Lane
@@ -92,7 +92,7 @@ class KnowledgeService:
     def upload(self, filename: str, data: bytes | Path, *, collection: str | None = None) -> Path:
         """Save an upload into the kb folder (a sub-folder per collection) and queue it at once."""
         if self.kb_dir is None:
-            raise RuntimeError("uploads need a kb folder")
+            raise Refused("uploads need a kb folder: set kb_dir")
         folder = _folder_name(collection) if collection else None
         path = save_upload(
             self.kb_dir / folder if folder else self.kb_dir, filename, data, max_bytes=self.options.max_file_bytes
