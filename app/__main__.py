@@ -28,7 +28,6 @@ from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.lifecycle import start_all
 from app.settings import Settings, SettingsInvalid, load
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -79,6 +78,7 @@ def build_context(settings: Settings) -> AppContext:
     extraction = ExtractionService(ExtractionStore(database), extractor, knowledge, TEMPLATES)
     return AppContext(
         settings=settings,
+        database=database,
         engine=engine,
         chat=chat,
         cards=cards,
@@ -118,7 +118,7 @@ def main() -> int:
         return 2
     ctx = build_context(settings)
     with ExitStack() as running:
-        start_all(running, ctx.background())  # stopped in reverse order however serve() ends
+        ctx.start(running)  # stopped in reverse order, the database closed last, however serve() ends
         return serve(ctx, make_server(ctx), settings)
 
 
@@ -138,7 +138,7 @@ def serve(ctx: AppContext, server: uvicorn.Server, settings: Settings) -> int:
     if _engine_ready(ctx, stop):
         print(f"Quartet ready at {url}", flush=True)
     elif not stop.is_set():
-        print(f"Quartet web app at {url}; the engine is not ready: {ctx.engine.status()['message']}", flush=True)
+        print(f"Quartet web app at {url}; the engine is not ready: {ctx.engine.status().message}", flush=True)
     while not stop.wait(0.5) and thread.is_alive():
         pass
     server.should_exit = True
@@ -151,7 +151,7 @@ def _engine_ready(ctx: AppContext, stop: threading.Event) -> bool:
     while not stop.is_set() and time.monotonic() < deadline:
         if ctx.engine.wait_ready(0.5):
             return True
-        if ctx.engine.status()["state"] == "failed":
+        if ctx.engine.status().state == "failed":
             return False
     return False
 

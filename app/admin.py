@@ -22,7 +22,8 @@ from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
 from app.engine.service import EngineService
-from app.jobs import Job, JobBusy, Jobs
+from app.errors import NotFound, QuartetError
+from app.jobs import Job, Jobs
 from app.settings import Settings
 from app.telemetry.load_progress import LoadProgress
 from app.telemetry.ping import ping
@@ -33,8 +34,11 @@ APP_ROOT = Path(__file__).resolve().parent.parent
 _SESSION_S = 8 * 3600
 
 
-class AdminDenied(PermissionError):
-    pass
+class AdminDenied(QuartetError, PermissionError):
+    """An admin action refused for who asks (kind `denied`): no session, a wrong password, a throttled login."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="denied")
 
 
 MIGRATIONS = sqlite_utils.Migrations("admin")
@@ -101,14 +105,11 @@ class AdminService:
             return f"✅ {info.name} loaded in {info.load_s:.1f} s"
 
         def failed(err: Exception) -> str:
-            if isinstance(err, EngineError | AdminDenied):
-                return f"⚠ {err}"
+            if isinstance(err, QuartetError):  # written for people already
+                return f"⚠ {err.message}"
             return f"⚠ {name} failed unexpectedly ({type(err).__name__}: {err}); the app's log has the details"
 
-        try:
-            return self._jobs.start(name, work, failed=failed)
-        except JobBusy as err:
-            raise AdminDenied(str(err)) from err
+        return self._jobs.start(name, work, failed=failed)  # JobBusy (kind busy) while another one runs
 
     def engine_settings(self, token: str | None) -> dict[str, Any]:
         """Admin only: the engine settings the page lets the admin change, as they are now."""
@@ -198,7 +199,7 @@ class AdminService:
         self.check(token)
         entry = next((e for e in self.entries() if e.id == model_id), None)
         if entry is None:
-            raise EngineError(f"there is no model {model_id!r} in the catalog", kind="request")
+            raise NotFound(f"there is no model {model_id!r} in the catalog")
         action = f"switch to {entry.id}"
         try:
             config = self._entry_config(entry)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from app.admin import AdminService
 from app.chat.service import ChatService
+from app.database import Database
 from app.engine.service import EngineService
 from app.extraction.service import ExtractionService
 from app.knowledge.answer import Answerer
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.lifecycle import Background
+from app.lifecycle import Background, start_all
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -22,6 +24,7 @@ from app.telemetry.views import ApplianceStatus
 @dataclass
 class AppContext:
     settings: Settings
+    database: Database
     engine: EngineService
     chat: ChatService
     cards: CardMonitor
@@ -37,6 +40,12 @@ class AppContext:
     def background(self) -> list[Background]:
         """What runs in the background, in start order (the composition root stops them in reverse)."""
         return [self.cards, self.engine, self.knowledge, self.extraction]
+
+    def start(self, stack: ExitStack) -> None:
+        """Start the background services in order; leaving `stack` stops them last first and then closes
+        the database (every reader and the writer, so SQLite checkpoints its WAL into the file)."""
+        stack.callback(self.database.close)  # registered first, so it runs after every service has stopped
+        start_all(stack, self.background())
 
     def status(self) -> ApplianceStatus:
         return self.telemetry.status()

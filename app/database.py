@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -38,8 +37,10 @@ class Database:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._local = threading.local()
-        self._readers: weakref.WeakSet[sqlite_utils.Database] = weakref.WeakSet()
+        # each thread's reader, held here (not in a threading.local) so that close() reaches them all;
+        # a thread that has ended has its reader closed when the next thread opens one
+        self._readers: dict[int, tuple[threading.Thread, sqlite_utils.Database]] = {}
+        self._readers_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._writer_thread: int | None = None
         self._after_commit: list[Callable[[], None]] = []
@@ -64,10 +65,7 @@ class Database:
         if self._writer_thread == threading.get_ident():
             yield self._writer
             return
-        db: sqlite_utils.Database | None = getattr(self._local, "reader", None)
-        if db is None:
-            db = self._local.reader = self._connect(write=False)
-            self._readers.add(db)
+        db = self._reader()
         if db.conn.in_transaction:  # a read() inside a read()
             yield db
             return
@@ -76,6 +74,21 @@ class Database:
             yield db
         finally:
             db.conn.execute("COMMIT")
+
+    def _reader(self) -> sqlite_utils.Database:
+        """This thread's read connection, opened on first use; readers of ended threads are closed."""
+        me = threading.current_thread()
+        with self._readers_lock:
+            held = self._readers.get(me.ident or 0)
+            if held is not None and held[0] is me:
+                return held[1]
+            for ident, (thread, db) in list(self._readers.items()):
+                if not thread.is_alive():
+                    db.close()
+                    del self._readers[ident]
+            db = self._connect(write=False)
+            self._readers[me.ident or 0] = (me, db)
+            return db
 
     @contextmanager
     def atomic(self) -> Iterator[sqlite_utils.Database]:
@@ -124,9 +137,10 @@ class Database:
 
     def close(self) -> None:
         """Close the writer and every thread's reader (a closed database is not used again)."""
-        with self._write_lock:
-            for db in list(self._readers):
+        with self._write_lock, self._readers_lock:
+            for _thread, db in self._readers.values():
                 db.close()
+            self._readers.clear()
             self._writer.close()
 
 

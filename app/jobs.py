@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from app.errors import QuartetError
+
 log = logging.getLogger(__name__)
 JobState = Literal["running", "done", "failed"]
 
@@ -27,8 +29,11 @@ class Job:
     ended_at: float | None = None
 
 
-class JobBusy(RuntimeError):
-    """Another job is still running."""
+class JobBusy(QuartetError, RuntimeError):
+    """Another job is still running (kind `busy`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="busy")
 
 
 class Jobs:

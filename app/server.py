@@ -8,13 +8,12 @@ from typing import Any
 import fastapi
 import gradio as gr
 import uvicorn
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api import errors
 from app.api.openai_routes import build_router, require_key
-from app.api.request_models import ApiError
 from app.auth import login_check
 from app.context import AppContext
 from app.telemetry import metrics
@@ -150,18 +149,7 @@ class SecurityHeaders:
 
 def _mount_openai(api: fastapi.FastAPI, ctx: AppContext) -> None:
     api.include_router(build_router(ctx))
-
-    @api.exception_handler(ApiError)
-    def api_error(_request: fastapi.Request, err: ApiError) -> JSONResponse:
-        return JSONResponse(err.body(), status_code=err.status)
-
-    @api.exception_handler(RequestValidationError)
-    def invalid(request: fastapi.Request, err: RequestValidationError) -> JSONResponse:
-        first = err.errors()[0] if err.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ())[1:])
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
-        body = ApiError(400, message, type_="invalid_request_error", param=where or None).body()
-        return JSONResponse(body, status_code=400)
+    errors.install(api)  # every QuartetError a route raises, in OpenAI's shape
 
 
 def make_server(ctx: AppContext) -> uvicorn.Server:

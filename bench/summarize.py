@@ -68,7 +68,7 @@ def main() -> int:
             f"in {time.monotonic() - started:.1f} s",
             flush=True,
         )
-        assert engine.wait_ready(600), engine.status()["message"]
+        assert engine.wait_ready(600), engine.status().message
         summariser = Summariser(knowledge, engine, PROMPTS)
         print(f"{len(summariser.groups(knowledge.document_chunks(doc.id)))} parts at n_ctx {args.n_ctx}", flush=True)
         started = last = time.monotonic()

@@ -33,7 +33,7 @@ def engine(engine_cards: CardProcesses) -> Iterator[EngineService]:
     )
     service = EngineService(config, isolated=True)
     service.start()
-    assert service.wait_ready(180), service.status()["message"]
+    assert service.wait_ready(180), service.status().message
     yield service
     service.stop()
 
@@ -121,7 +121,7 @@ def test_follow_stops_an_answer_past_its_timeout_with_the_kind_timeout(engine: E
     end = events[-1]
     assert isinstance(end, Failed) and end.kind == "timeout" and "0.5 s" in end.message, end
     assert time.monotonic() - started < 30 and any(isinstance(e, Token) for e in events)
-    assert engine.status()["queue"]["running"] == 0
+    assert engine.status().queue.running == 0
 
 
 def test_follow_stops_an_answer_when_cancelled_says_so(engine: EngineService) -> None:

@@ -32,7 +32,7 @@ def service(engine_cards: CardProcesses) -> Iterator[EngineService]:
     )
     engine = EngineService(config, isolated=False)
     engine.start()
-    assert engine.wait_ready(180), engine.status()["message"]
+    assert engine.wait_ready(180), engine.status().message
     yield engine
     engine.stop()
 
@@ -147,8 +147,8 @@ def test_beyond_the_slots_answers_wait_with_their_position(service: EngineServic
     for waited in results[3:]:  # three slots: the fourth and fifth waited, moving up to first in line
         assert waited.queued and waited.queued[-1] == 1, waited.queued
     assert 2 in results[4].queued
-    queue = service.status()["queue"]
-    assert (queue["running"], queue["waiting"], queue["parallel"]) == (0, 0, 3)
+    queue = service.status().queue
+    assert (queue.running, queue.waiting, queue.parallel) == (0, 0, 3)
 
 
 def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) -> None:
@@ -202,9 +202,9 @@ def test_a_conversation_whose_slot_was_taken_gets_its_kv_back_from_host_memory(s
     # restored KV is the conversation's own: the answer is the one the slot's own KV gives
     assert shared_words(again.text, in_slot.text) >= min(3, len(in_slot.text.split())), (again.text, in_slot.text)
     assert again.end.stats.cached_tokens >= said.end.stats.prompt_tokens, (said.end.stats, again.end.stats)
-    assert after["host_restores"] == before["host_restores"] + 1, after
-    assert after["cached_tokens_total"] >= before["cached_tokens_total"] + again.end.stats.cached_tokens
-    assert after["kv_host_entries"] >= 1 and after["kv_host_bytes"] > 0
+    assert after.host_restores == before.host_restores + 1, after
+    assert after.cached_tokens_total >= before.cached_tokens_total + again.end.stats.cached_tokens
+    assert after.kv_host_entries >= 1 and after.kv_host_bytes > 0
 
 
 def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(service: EngineService) -> None:

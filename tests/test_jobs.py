@@ -4,6 +4,7 @@ key and left the page waiting)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from app.auth import hash_password
 from app.database import Database
 from app.engine.engine_config import EngineConfig
 from app.engine.service import EngineService
-from app.jobs import Job, Jobs
+from app.jobs import Job, JobBusy, Jobs
 from app.settings import DEMO_MODEL, Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -78,3 +79,14 @@ def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
     assert done.text == "⚠ engine restart failed unexpectedly (KeyError: 'text'); the app's log has the details"
     with pytest.raises(AdminDenied):
         admin.job("forged", job.id)
+
+
+def test_a_second_action_while_one_runs_is_refused_as_busy() -> None:
+    jobs = Jobs()
+    release = threading.Event()
+    first = jobs.start("switch", lambda: "✅ done" if release.wait(5) else "late", failed=str)
+    with pytest.raises(JobBusy) as caught:
+        jobs.start("restart", lambda: "never", failed=str)
+    assert caught.value.kind == "busy" and "still running: switch" in caught.value.message
+    release.set()
+    assert ended(jobs, first).text == "✅ done"

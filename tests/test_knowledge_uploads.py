@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from app.database import Database
+from app.knowledge.embedder import Embedder
+from app.knowledge.options import KnowledgeOptions
+from app.knowledge.service import KnowledgeService
 from app.knowledge.uploads import UploadError, safe_name, save_upload
 from app.knowledge.watcher import ignored
 
@@ -99,3 +103,29 @@ def test_the_watcher_ignores_symlinks_and_what_lies_outside(tmp_path: Path) -> N
     assert ignored(kb / "link.md", kb)
     assert ignored(kb / "linked-folder" / "outside.md", kb)
     assert not ignored(kb / "sub" / "real.md", kb)
+
+
+def test_a_batch_with_bad_files_reports_every_file_and_saves_the_good_ones(tmp_path: Path) -> None:
+    """Issue 16: a refused upload (an UploadError, once a ValueError the Documents tab caught by that
+    name) must cost only its own line of the batch's report, never the report of the whole drop."""
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    (sent / "first.txt").write_text("the first file", encoding="utf-8")
+    (sent / "big.txt").write_bytes(b"x" * 300_000)  # over the 0.1 MB limit below
+    (sent / "link.txt").symlink_to(sent / "first.txt")  # not a regular file
+    (sent / "last.txt").write_text("the last file", encoding="utf-8")
+    kb = KnowledgeService(
+        Database(tmp_path / "kb.db"),
+        Embedder.packaged(),  # loaded only to embed, which nothing here does (the service is not started)
+        kb_dir=tmp_path / "kb",
+        options=KnowledgeOptions(max_file_mb=0.1, watch=False),
+    )
+    report = kb.upload_all([sent / name for name in ("first.txt", "big.txt", "link.txt", "last.txt")])
+    assert [(u.file, u.saved_as) for u in report] == [
+        ("first.txt", "first.txt"),
+        ("big.txt", None),
+        ("link.txt", None),
+        ("last.txt", "last.txt"),
+    ]
+    assert "larger than" in (report[1].reason or "") and "cannot be read as a file" in (report[2].reason or "")
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == ["first.txt", "last.txt"]

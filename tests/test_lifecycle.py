@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from contextlib import ExitStack
@@ -57,3 +58,30 @@ def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp
         time.sleep(0.05)
     assert not ours() - before, f"still running after the stack closed: {ours() - before}"
     assert stopped == list(reversed(order))
+
+
+def test_leaving_the_stack_closes_the_database_and_checkpoints_its_wal(tmp_path: Path) -> None:
+    cards = [f"127.0.0.1:{30890 + PORT_OFFSET + i}" for i in range(2)]
+    settings = Settings(
+        data_dir=tmp_path / "var",
+        knowledge={"dir": tmp_path / "kb"},
+        engine={"cards": cards},
+        telemetry={"poll_s": 0.2},
+    )
+    ctx = build_context(settings)
+    wal = Path(f"{settings.db_path}-wal")
+    with ExitStack() as running:
+        ctx.start(running)
+        cid = ctx.chat.open(None, owner="user:ada")  # a write, and reads from a thread of another's
+        reader = threading.Thread(target=lambda: ctx.chat.recent("user:ada"))
+        reader.start()
+        reader.join()
+        assert wal.exists() and wal.stat().st_size > 0, "WAL mode: the commits wait in the -wal file"
+    # The last connection closed, SQLite checkpointed the WAL into the file and removed it; the file on
+    # its own (immutable: any WAL ignored) holds the conversation.
+    assert not wal.exists(), "a connection was left open after stop"
+    alone = sqlite3.connect(f"file:{settings.db_path}?mode=ro&immutable=1", uri=True)
+    try:
+        assert alone.execute("SELECT count(*) FROM conversations WHERE id = ?", (cid,)).fetchone() == (1,)
+    finally:
+        alone.close()

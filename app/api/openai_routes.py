@@ -1,8 +1,8 @@
 """The OpenAI-compatible API under /v1, sharing the engine's queue with the UI.
 
-Status codes follow OpenAI: 401 bad key, 400 bad request or context too long, 503 busy or the
-engine not ready (with the queue length), 500 a card down (named). A streaming answer's status is
-decided by its first event, so a request that fails before any token still gets a real status.
+Errors are raised as they are (a `QuartetError`) and turned into OpenAI's status and body in one place,
+app/api/errors.py. A streaming answer's status is decided by its first event, so a request that fails
+before any token still gets a real status.
 """
 
 from __future__ import annotations
@@ -22,29 +22,24 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, format_sse_event
 
+from app.api import errors
 from app.api.answers import ChatShape, CompletionShape, Shape
-from app.api.request_models import ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
+from app.api.errors import ApiError
+from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.context import AppContext
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token, TokenLogprob
 from app.engine.follow import follow
 from app.engine.ticket import Ticket
-
-_STATUS = {"context": 400, "request": 400, "busy": 503, "card": 500, "engine": 503}
-_CODES = {"context": "context_length_exceeded", "busy": "busy", "card": "card_down", "engine": "engine_unavailable"}
+from app.errors import QuartetError
 
 
 def model_id(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
 
 
-def api_error(failure: Failed | EngineError, waiting: int = 0) -> ApiError:
-    kind = failure.kind
-    message = failure.message if isinstance(failure, Failed) else str(failure)
-    if kind == "busy" and waiting:
-        message = f"{message} (queue position would be {waiting + 1})"
-    type_ = "invalid_request_error" if _STATUS[kind] == 400 else "server_error"
-    param = "messages" if kind == "context" else None
-    return ApiError(_STATUS[kind], message, type_=type_, code=_CODES.get(kind), param=param)
+def failure(event: Failed) -> QuartetError:
+    """An answer's end as an error (of its kind), for the one translation in app/api/errors.py."""
+    return QuartetError(event.message, kind=event.kind, card=event.card)
 
 
 def require_key(request: Request, keys: list[str]) -> None:
@@ -55,9 +50,8 @@ def require_key(request: Request, keys: list[str]) -> None:
     token = given.strip().encode()
     if scheme.lower() != "bearer" or not token or not any(hmac.compare_digest(token, key.encode()) for key in keys):
         raise ApiError(
-            401,
             "invalid API key: send one of the appliance's keys as 'Authorization: Bearer <key>'",
-            type_="invalid_request_error",
+            kind="denied",
             code="invalid_api_key",
         )
 
@@ -77,9 +71,8 @@ def build_router(ctx: AppContext) -> APIRouter:
     def model(name: str) -> dict[str, Any]:
         if name != served:
             raise ApiError(
-                404,
                 f"there is no model {name!r} here; this appliance serves {served!r}",
-                type_="invalid_request_error",
+                kind="not_found",
                 code="model_not_found",
                 param="model",
             )
@@ -113,11 +106,14 @@ def build_router(ctx: AppContext) -> APIRouter:
         try:
             ticket = ctx.engine.submit(request)
         except EngineError as err:
-            raise api_error(err, ctx.engine.status()["queue"]["waiting"]) from err
+            waiting = ctx.engine.status().queue.waiting
+            if err.kind == "busy" and waiting:
+                raise QuartetError(f"{err.message} (queue position would be {waiting + 1})", kind="busy") from err
+            raise
         followed = _Answer(ctx, ticket, shape)
         first = await followed.first()
         if isinstance(first, Failed):
-            raise api_error(first)
+            raise failure(first)
         if stream:
             return EventSourceResponse(followed.sse(first, bool(options and options.include_usage)))
         return JSONResponse(await followed.whole(first))
@@ -126,7 +122,7 @@ def build_router(ctx: AppContext) -> APIRouter:
     def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
         embed = ctx.embed
         if embed is None:
-            raise ApiError(503, "no embedder is configured", type_="server_error", code="engine_unavailable")
+            raise QuartetError("no embedder is configured", kind="engine")
         texts = [body.input] if isinstance(body.input, str) else body.input
         _check_embedding_size(
             texts, max_inputs=ctx.settings.web.embed_max_inputs, max_chars=ctx.settings.web.embed_max_chars
@@ -149,18 +145,12 @@ def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) 
     """400 before any work for a request too large to embed at once (each token is at least a character)."""
     if len(texts) > max_inputs:
         raise ApiError(
-            400,
-            f"input has {len(texts)} texts; at most {max_inputs} per request: send them in batches",
-            type_="invalid_request_error",
-            param="input",
+            f"input has {len(texts)} texts; at most {max_inputs} per request: send them in batches", param="input"
         )
     chars = sum(len(text) for text in texts)
     if chars > max_chars:
         raise ApiError(
-            400,
-            f"input has {chars} characters; at most {max_chars} per request: send smaller batches",
-            type_="invalid_request_error",
-            param="input",
+            f"input has {chars} characters; at most {max_chars} per request: send smaller batches", param="input"
         )
 
 
@@ -196,7 +186,7 @@ class _Answer:
             logprobs += event.logprobs
             event = await self.next()
         if isinstance(event, Failed):
-            raise api_error(event)
+            raise failure(event)
         assert isinstance(event, Done)
         return self.shape.whole(text, logprobs, event)
 
@@ -209,7 +199,7 @@ class _Answer:
                     yield _sse(data)
                 event = await self.next()
             if isinstance(event, Failed):
-                yield _sse(api_error(event).body())
+                yield _sse(errors.body(failure(event)))
             elif isinstance(event, Done):
                 for data in self.shape.closing(event):
                     yield _sse(data)

@@ -8,18 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api import tools as calling
+from app.api.errors import ApiError
 from app.engine.events import GenerationRequest, Message
-
-
-class ApiError(Exception):
-    """An error in OpenAI's shape: HTTP status, type, code, message."""
-
-    def __init__(self, status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None):
-        super().__init__(message)
-        self.status, self.type, self.code, self.param = status, type_, code, param
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
 
 
 class ChatMessage(BaseModel):
@@ -42,9 +32,7 @@ class ChatMessage(BaseModel):
         if isinstance(self.content, list):
             parts = [p.get("text", "") for p in self.content if p.get("type") == "text"]
             if len(parts) != len(self.content):
-                raise ApiError(
-                    400, "only text content parts are supported", type_="invalid_request_error", param="messages"
-                )
+                raise ApiError("only text content parts are supported", param="messages")
             return "".join(parts)
         return self.content or ""
 
@@ -86,15 +74,11 @@ class ChatRequest(BaseModel):
     def refuse_unsupported(self) -> None:
         refuse_unsupported(self.n, self.model_extra, UNSUPPORTED)
         if self.top_logprobs and not self.logprobs:
-            raise ApiError(
-                400, "top_logprobs needs logprobs: true", type_="invalid_request_error", param="top_logprobs"
-            )
+            raise ApiError("top_logprobs needs logprobs: true", param="top_logprobs")
         if self.logprobs and self.tools and self.tool_choice != "none":
             raise ApiError(
-                400,
                 "logprobs cannot be combined with tools here (the tokens would be those of the "
                 "calls' JSON): leave one of them out",
-                type_="invalid_request_error",
                 param="logprobs",
             )
 
@@ -103,10 +87,7 @@ class ChatRequest(BaseModel):
         return (self.top_logprobs or 0) if self.logprobs else None
 
     def tool_plan(self) -> calling.ToolPlan | None:
-        try:
-            return calling.plan(self.tools, self.tool_choice, parallel=self.parallel_tool_calls)
-        except calling.ApiProblem as err:
-            raise ApiError(400, str(err), type_="invalid_request_error", param=err.param) from err
+        return calling.plan(self.tools, self.tool_choice, parallel=self.parallel_tool_calls)
 
     def to_engine(
         self, *, default_max_tokens: int, default_temperature: float, tool_plan: calling.ToolPlan | None = None
@@ -117,9 +98,7 @@ class ChatRequest(BaseModel):
             messages.insert(0, Message("system", tool_plan.instruction))
         if tool_plan is not None and self.response_format and self.response_format.type != "text":
             raise ApiError(
-                400,
                 "response_format and tools cannot be used together",
-                type_="invalid_request_error",
                 param="response_format",
             )
         return GenerationRequest(
@@ -144,9 +123,7 @@ class ChatRequest(BaseModel):
         schema = (fmt.json_schema or {}).get("schema")
         if not isinstance(schema, dict):
             raise ApiError(
-                400,
                 "response_format.json_schema.schema must be a JSON schema object",
-                type_="invalid_request_error",
                 param="response_format",
             )
         return json.dumps(schema)
@@ -155,15 +132,11 @@ class ChatRequest(BaseModel):
 def refuse_unsupported(n: int, extra: dict[str, Any] | None, unsupported: tuple[str, ...]) -> None:
     """400 naming what the appliance cannot honour: n > 1, or any of `unsupported` given a value."""
     if n != 1:
-        raise ApiError(
-            400, "n > 1 is not supported: send one request per answer", type_="invalid_request_error", param="n"
-        )
+        raise ApiError("n > 1 is not supported: send one request per answer", param="n")
     given = [name for name in unsupported if (extra or {}).get(name) not in (None, False, {}, [], "")]
     if given:
         raise ApiError(
-            400,
             f"{', '.join(given)}: not supported by this appliance (leave it out)",
-            type_="invalid_request_error",
             param=given[0],
         )
 
@@ -219,9 +192,7 @@ class CompletionRequest(BaseModel):
             return self.prompt
         if len(self.prompt) != 1:
             raise ApiError(
-                400,
                 f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
-                type_="invalid_request_error",
                 param="prompt",
             )
         return self.prompt[0]
@@ -230,22 +201,18 @@ class CompletionRequest(BaseModel):
         refuse_unsupported(self.n, self.model_extra, UNSUPPORTED_COMPLETION)
         if self.best_of not in (None, 1):
             raise ApiError(
-                400,
                 "best_of > 1 is not supported: send one request per answer",
-                type_="invalid_request_error",
                 param="best_of",
             )
         if self.echo and self.logprobs is not None:
             raise ApiError(
-                400,
                 "echo with logprobs is not supported (the prompt's own log-probabilities are not "
                 "computed): leave one of them out",
-                type_="invalid_request_error",
                 param="echo",
             )
         prompt = self.text()
         if not prompt:
-            raise ApiError(400, "prompt is empty", type_="invalid_request_error", param="prompt")
+            raise ApiError("prompt is empty", param="prompt")
         return GenerationRequest(
             messages=(),
             prompt=prompt,

@@ -19,16 +19,10 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
+from app.api.errors import ApiError
+
 _PROMPTS = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts"
 _MAX_PARALLEL = 8
-
-
-class ApiProblem(ValueError):
-    """A request the API refuses with a 400: the message, and the request field it is about."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 class ToolFunction(BaseModel):
@@ -63,9 +57,9 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
         wanted = (choice.get("function") or {}).get("name")
         offered = [t for t in tools if t.function.name == wanted]
         if not offered:
-            raise ApiProblem(f"tool_choice names {wanted!r}, which is not among the tools", "tool_choice")
+            raise ApiError(f"tool_choice names {wanted!r}, which is not among the tools", param="tool_choice")
     elif choice not in (None, "auto", "required"):
-        raise ApiProblem("tool_choice must be 'auto', 'none', 'required' or a named function", "tool_choice")
+        raise ApiError("tool_choice must be 'auto', 'none', 'required' or a named function", param="tool_choice")
     items = [_call_schema(t) for t in offered]
     calls = {
         "type": "array",
@@ -237,9 +231,9 @@ def _check_parameters(tool: Tool, index: int) -> None:
         jsonschema.validators.validator_for(tool.function.parameters).check_schema(tool.function.parameters)
     except jsonschema.SchemaError as err:
         pointer = "/" + "/".join(str(p) for p in err.absolute_path)
-        raise ApiProblem(
+        raise ApiError(
             f"tool {tool.function.name!r}: its parameters are not a valid JSON Schema at {pointer}: {err.message}",
-            where,
+            param=where,
         ) from err
     if tool.function.parameters.get("type", "object") != "object":
-        raise ApiProblem(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", where)
+        raise ApiError(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", param=where)

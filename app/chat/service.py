@@ -21,6 +21,7 @@ from app.engine.events import Done, EngineError, Failed, GenerationRequest, Mess
 from app.engine.follow import follow
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
+from app.errors import Kind, NotFound, Refused
 
 _SAVE_EVERY_S = 0.25  # a streaming answer is written to the database at most this often
 _ANSWERED = ("ok", "stopped", "interrupted")
@@ -36,9 +37,10 @@ class ChatUpdate:
     stats: Stats | None = None
     error: str | None = None
     card: str | None = None
+    kind: Kind | None = None  # the failure's kind (app/errors.py): branch on it, not on `error`
 
 
-class ConversationNotFound(ValueError):
+class ConversationNotFound(NotFound):
     """A conversation that does not exist — or is not the caller's: the two look the same from outside."""
 
 
@@ -83,7 +85,7 @@ class ChatService:
 
     def rename(self, cid: str, title: str, *, owner: str) -> None:
         if not title.strip():
-            raise ValueError("A title cannot be empty.")
+            raise Refused("A title cannot be empty.")
         self.store.rename(self.conversation(cid, owner=owner).id, title)
 
     def delete(self, cid: str, *, owner: str) -> None:
@@ -120,7 +122,7 @@ class ChatService:
         self, cid: str, text: str, *, owner: str, session: str, max_tokens: int | None = None
     ) -> Iterator[ChatUpdate]:
         if not text.strip():
-            raise ValueError("the message is empty")
+            raise Refused("the message is empty")
         found = self.conversation(cid, owner=owner)
         self.store.add(found.id, "user", text)
         return self._answer(found.id, session=session, max_tokens=max_tokens)
@@ -130,7 +132,7 @@ class ChatService:
         found = self.conversation(cid, owner=owner)
         messages = self.store.messages(found.id)
         if not any(m.role == "user" for m in messages):
-            raise ValueError("there is no question to answer again")
+            raise Refused("there is no question to answer again")
         self.store.retire_last_answer(found.id)
         return self._answer(found.id, session=session, max_tokens=None)
 
@@ -139,9 +141,9 @@ class ChatService:
         conversation goes on from the new wording."""
         found = self.conversation(cid, owner=owner)
         if not text.strip():
-            raise ValueError("the message is empty")
+            raise Refused("the message is empty")
         if not any(m.id == message_id and m.role == "user" for m in self.store.messages(found.id)):
-            raise ValueError("only your own messages in this conversation can be edited")
+            raise Refused("only your own messages in this conversation can be edited")
         self.store.retire_from(found.id, message_id)
         self.store.add(found.id, "user", text)
         return self._answer(found.id, session=session, max_tokens=None)
@@ -154,7 +156,7 @@ class ChatService:
         try:
             self.store.choose(self.conversation(cid, owner=owner).id, message_id)
         except KeyError as err:
-            raise ValueError("that is not a version of the last answer") from err
+            raise NotFound("that is not a version of the last answer") from err
 
     def stop(self, session: str) -> bool:
         """Cancel the answer that `session` (a browser tab, an API call) is waiting for."""
@@ -181,7 +183,7 @@ class ChatService:
             ticket = self.engine.submit(self._request(cid, max_tokens))
         except EngineError as err:
             self.store.add(cid, "assistant", "", status="error", stats={"error": str(err)})
-            yield ChatUpdate("", done=True, error=str(err))
+            yield ChatUpdate("", done=True, error=str(err), kind=err.kind)
             return
         with self._lock:
             self._active[session] = ticket
@@ -200,7 +202,7 @@ class ChatService:
                     yield ChatUpdate(saver.text, done=True, stats=event.stats)
                 elif isinstance(event, Failed):
                     saver.finish("error", {"error": event.message})
-                    yield ChatUpdate(saver.text, done=True, error=event.message, card=event.card)
+                    yield ChatUpdate(saver.text, done=True, error=event.message, card=event.card, kind=event.kind)
         finally:
             with self._lock:
                 if self._active.get(session) is ticket:

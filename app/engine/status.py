@@ -23,16 +23,9 @@ LIFTED = (
 
 
 class Frozen(BaseModel):
-    """A frozen value that also reads as a mapping (`status["queue"]["waiting"]`), so callers written
-    against the dicts these values replace keep working; new code reads attributes."""
+    """A frozen value, read by attribute (`status.queue.waiting`); it is not a mapping."""
 
     model_config = ConfigDict(frozen=True)
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
 
 
 class ModelView(Frozen):

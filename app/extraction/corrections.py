@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from app.errors import Refused
 from app.extraction.cells import cell_text, cell_value
 from app.extraction.grounding import PageTexts, checkable
 from app.extraction.json_schema import columns, is_table
@@ -67,7 +68,7 @@ class Corrections:
         that document's table. Returns how many cells; ValueError names the document and the cell."""
         spec = run.schema["properties"].get(field, {})
         if not is_table(spec):
-            raise ValueError(f"'{field}' is not a table of this run")
+            raise Refused(f"'{field}' is not a table of this run")
         edited: dict[int, tuple[Result, list[dict[str, Any]]]] = {}
         changed = 0
         for (result, index, row), shown in zip(self.table_rows(run, field), rows, strict=False):
@@ -90,7 +91,7 @@ class Corrections:
         try:
             self._store.correct(result.id, name, value, place=place_of(value, spec, self._pages(result.document_id)))
         except ValueError as err:
-            raise ValueError(f"{prefix}{err}") from err
+            raise Refused(f"{prefix}{err}") from err
 
 
 def _same(text: str, value: Any, spec: dict[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.errors import NotFound
 from app.extraction.cells import cell_text
 from app.extraction.json_schema import columns, is_table
 
@@ -41,7 +42,7 @@ def table_csv(run: Run, results: list[Result], field: str) -> str:
     columns, and the page the row was found on, whether it was verified there, and any conflict."""
     cols = list(columns(run.schema["properties"].get(field, {})))
     if not cols:
-        raise LookupError(f"'{field}' is not a table of {run.title or run.template}")
+        raise NotFound(f"'{field}' is not a table of {run.title or run.template}")
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["document", "row", *cols, "page", "verified", "conflict"])

@@ -18,6 +18,7 @@ from typing import Any
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Reading, Token
 from app.engine.follow import follow
 from app.engine.service import EngineService
+from app.errors import Kind, QuartetError
 from app.extraction.answers import bounded, check, clean, cut
 from app.extraction.answers import describe as _describe
 from app.extraction.merge import FieldValue, PartResult, merge, record_of, within_max_items
@@ -61,8 +62,11 @@ class Limits:
         return Limits(min(self.max_tokens, max(1, other.max_tokens)), min(self.timeout_s, max(0.1, other.timeout_s)))
 
 
-class ExtractionFailed(Exception):
-    """No part of the document gave a valid answer (or the document cannot be read)."""
+class ExtractionFailed(QuartetError):
+    """No part of the document gave a valid answer (or the document cannot be read); `kind` says which."""
+
+    def __init__(self, message: str, *, kind: Kind = "request") -> None:
+        super().__init__(message, kind=kind)
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class Extractor:
     def pages(self, document_id: int) -> tuple[str, dict[int, str]]:
         doc = self.knowledge.document(document_id)
         if doc is None:
-            raise ExtractionFailed(f"there is no document {document_id}")
+            raise ExtractionFailed(f"there is no document {document_id}", kind="not_found")
         if doc.status != "ok":
             raise ExtractionFailed(f"{doc.name} is not indexed ({doc.status}{': ' + doc.error if doc.error else ''})")
         texts = {n: self.knowledge.page_text(document_id, n) or "" for n in range(1, doc.pages_total + 1)}
@@ -152,11 +156,11 @@ class Extractor:
         limits = self.limits.within(limits)
         name, pages = self.pages(document_id)
         if not pages:
-            raise ExtractionFailed(f"{name} has no text to extract from")
+            raise ExtractionFailed(f"{name} has no text to extract from", kind="no_text")
         try:
             parts = self.parts(pages, schema, name=name)
         except EngineError as err:
-            raise ExtractionFailed(f"{name} could not be cut into parts: {err}") from err
+            raise ExtractionFailed(f"{name} could not be cut into parts: {err}", kind=err.kind) from err
         results: list[PartResult] = []
         problems: list[str] = []
         queue = list(parts)
@@ -166,7 +170,7 @@ class Extractor:
             label = f"{name}: part {done + 1} of {done + 1 + len(queue)} (pages {part.pages[0]}–{part.pages[-1]})"
             record, problem, note = yield from self._part(name, part, schema, label, cancelled, limits)
             if problem == "cancelled":
-                raise ExtractionFailed("stopped before the end")
+                raise ExtractionFailed("stopped before the end", kind="cancelled")
             if problem == "context" and len(part.pages) > 1:  # the estimate was short: read it as two halves
                 queue[:0] = part.split()
                 continue

@@ -25,6 +25,8 @@ import jsonschema
 from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator, validator_for
 
+from app.errors import Refused
+
 log = logging.getLogger(__name__)
 
 MAX_FIELDS = 40
@@ -46,8 +48,8 @@ _COMBINATORS = {"oneOf", "anyOf", "allOf", "not", "if", "patternProperties"}
 _A_TYPE = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false"}
 
 
-class SchemaProblem(ValueError):
-    """A schema or field table we cannot use; `pointer` is where (a JSON pointer, or "row 3")."""
+class SchemaProblem(Refused):
+    """A schema or field table we cannot use (kind `request`); `pointer` is where (a JSON pointer, or "row 3")."""
 
     def __init__(self, message: str, pointer: str = "") -> None:
         super().__init__(f"{pointer}: {message}" if pointer else message)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.errors import NotFound, Refused
 from app.extraction.corrections import Corrections
 from app.extraction.exports import RunExport, run_export
 from app.extraction.extractor import Extraction, ExtractionFailed, Extractor, Limits, Step
@@ -90,7 +91,7 @@ class ExtractionService:
             chosen |= {d.id: d for d in self._knowledge.documents(collection=folder)}
         ready = [d for d in chosen.values() if d.status == "ok"]
         if not ready:
-            raise ValueError("choose at least one indexed document (or a folder that holds some)")
+            raise Refused("choose at least one indexed document (or a folder that holds some)")
         return sorted(ready, key=lambda d: d.name)
 
     def find_document(self, key: str | int) -> DocumentInfo:
@@ -100,7 +101,9 @@ class ExtractionService:
             return doc
         named = [d for d in self._knowledge.documents() if d.name == text]
         if len(named) != 1:
-            raise ValueError(f"no document {text!r}" if not named else f"{len(named)} documents are named {text!r}")
+            if not named:
+                raise NotFound(f"no document {text!r}")
+            raise Refused(f"{len(named)} documents are named {text!r}: give its id instead")
         return named[0]
 
     def documents(self) -> list[DocumentInfo]:
@@ -163,7 +166,7 @@ class ExtractionService:
     def run(self, run_id: int) -> Run:
         found = self._store.run(run_id)
         if found is None:
-            raise LookupError(f"there is no extraction run {run_id}")
+            raise NotFound(f"there is no extraction run {run_id}")
         return found
 
     def results(self, run_id: int) -> list[Result]:

@@ -17,6 +17,7 @@ from typing import Any
 import sqlite_utils
 
 from app.database import Database, now
+from app.errors import NotFound, Refused
 from app.extraction import exports
 from app.extraction.json_schema import validator
 from app.extraction.merge import FieldValue, provenance, record_of
@@ -171,15 +172,15 @@ class ExtractionStore:
             result = self.result(result_id)
             run = self.run(result.run_id) if result else None
             if result is None or run is None:
-                raise LookupError(f"no extraction result {result_id}")
+                raise NotFound(f"no extraction result {result_id}")
             spec = run.schema["properties"].get(field)
             if spec is None:
-                raise ValueError(f"'{field}' is not a field of {run.title or run.template}")
+                raise Refused(f"'{field}' is not a field of {run.title or run.template}")
             if value is not None:
                 problem = next(validator(spec).iter_errors(value), None)
                 if problem is not None:
                     where = "/".join(str(p) for p in (field, *problem.absolute_path))
-                    raise ValueError(f"{where}: {problem.message}")
+                    raise Refused(f"{where}: {problem.message}")
             self._set_corrected(result, {**result.corrected, field: value}, field, place)
 
     def revert(self, result_id: int, field: str) -> None:
@@ -187,7 +188,7 @@ class ExtractionStore:
         with self._database.atomic():
             result = self.result(result_id)
             if result is None:
-                raise LookupError(f"no extraction result {result_id}")
+                raise NotFound(f"no extraction result {result_id}")
             self._set_corrected(result, {k: v for k, v in result.corrected.items() if k != field}, field, None)
 
     def run(self, run_id: int) -> Run | None:
@@ -227,7 +228,7 @@ class ExtractionStore:
         with self._database.read():  # the run and its results from one snapshot
             run = self.run(run_id)
             if run is None:
-                raise LookupError(f"no extraction run {run_id}")
+                raise NotFound(f"no extraction run {run_id}")
             return run, self.results(run_id)
 
     def _set_corrected(

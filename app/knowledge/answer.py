@@ -17,6 +17,7 @@ import numpy as np
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Reading, Token
 from app.engine.follow import follow
 from app.engine.service import EngineService
+from app.errors import Kind, Refused
 from app.knowledge.script import has_cjk
 from app.knowledge.search import Hit
 from app.knowledge.service import KnowledgeService
@@ -47,7 +48,7 @@ class Answer:
     reading: bool = False  # the answer has its slot: the model reads the prompt (no word yet)
     done: bool = False
     error: str | None = None
-    kind: str | None = None  # the failure's kind (app/engine/events.py FailureKind): branch on it, not on `error`
+    kind: Kind | None = None  # the failure's kind (app/errors.py): branch on it, not on `error`
 
     def cited(self) -> list[Source]:
         """The sources the answer actually cites, in order of first citation."""
@@ -93,7 +94,7 @@ class Answerer:
 
     def ask(self, question: str, *, document_ids: Sequence[int] | None = None) -> Iterator[Answer]:
         if not question.strip():
-            raise ValueError("the question is empty")
+            raise Refused("the question is empty")
         sources = self.sources(question, document_ids=document_ids)
         if not sources:
             yield Answer(NOTHING_FOUND, [], done=True)

@@ -12,13 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from app.database import Database
+from app.errors import NotFound, QuartetError, Refused
 from app.knowledge.embedder import Embedder
 from app.knowledge.indexer import Indexer, Job, reembed_jobs
 from app.knowledge.ingest import IngestProgress, IngestQueue, Lane
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.search import Hit, hybrid_search
 from app.knowledge.store import DocumentInfo, KnowledgeStore, StoredChunk
-from app.knowledge.uploads import save_upload
+from app.knowledge.uploads import Uploaded, save_upload
 from app.knowledge.watcher import KbWatcher, ignored
 
 DEFAULT_COLLECTION = "default"
@@ -91,13 +92,26 @@ class KnowledgeService:
     def upload(self, filename: str, data: bytes | Path, *, collection: str | None = None) -> Path:
         """Save an upload into the kb folder (a sub-folder per collection) and queue it at once."""
         if self.kb_dir is None:
-            raise RuntimeError("uploads need a kb folder")
+            raise Refused("uploads need a kb folder: set kb_dir")
         folder = _folder_name(collection) if collection else None
         path = save_upload(
             self.kb_dir / folder if folder else self.kb_dir, filename, data, max_bytes=self.options.max_file_bytes
         )
         self.ingest_paths([path], collection=folder)
         return path
+
+    def upload_all(self, files: Sequence[Path], *, collection: str | None = None) -> list[Uploaded]:
+        """Save each file of a batch (the browser's uploads) on its own and queue it: one refused or not
+        saved costs only its own line, and every file of the batch gets one, in order."""
+        done = []
+        for path in files:
+            try:
+                done.append(Uploaded(path.name, self.upload(path.name, path, collection=collection).name))
+            except QuartetError as err:  # too large, not a file: the person's to fix
+                done.append(Uploaded(path.name, None, err.message))
+            except OSError as err:  # the disk: nobody's fault, try again
+                done.append(Uploaded(path.name, None, f"it could not be saved ({err.strerror or err}); try again"))
+        return done
 
     def unlock(self, document_id: int, password: str) -> None:
         """Index a password-protected PDF with its password (kept in memory only)."""
@@ -192,7 +206,7 @@ class KnowledgeService:
     def _require(self, document_id: int) -> DocumentInfo:
         doc = self.store.document(document_id)
         if doc is None:
-            raise KeyError(f"no document {document_id} in the knowledge base")
+            raise NotFound(f"no document {document_id} in the knowledge base")
         return doc
 
 

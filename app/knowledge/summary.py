@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.engine.events import EngineError, GenerationRequest, Message
 from app.engine.service import EngineService
+from app.errors import NotFound, Refused
 from app.knowledge.answer import Answer, stream
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import StoredChunk
@@ -51,7 +52,9 @@ class Summariser:
     def run(self, document_id: int, *, question: str | None = None) -> Generator[Answer, None, None]:
         doc = self.knowledge.document(document_id)
         if doc is None or doc.status != "ok":
-            raise ValueError(f"document {document_id} is not indexed" + (f" ({doc.status})" if doc else ""))
+            if doc is None:
+                raise NotFound(f"no document {document_id} in the knowledge base")
+            raise Refused(f"document {document_id} is not indexed ({doc.status})")
         task = f"Answer this question: {question.strip()}" if question and question.strip() else SUMMARY_TASK
         try:
             groups = self.groups(self.knowledge.document_chunks(document_id), name=doc.name, task=task)

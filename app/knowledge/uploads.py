@@ -14,9 +14,11 @@ import shutil
 import stat
 import tempfile
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from app.errors import Kind, QuartetError
 from app.knowledge.loaders.types import size_problem
 
 _UNSAFE = re.compile(r'[<>:"/\\|?*]')
@@ -24,8 +26,22 @@ _MAX_NAME_BYTES = 200  # well under the 255-byte limit of common file systems, r
 _COPY_BLOCK = 1 << 20
 
 
-class UploadError(ValueError):
-    """An upload that was refused, with a message for the person uploading."""
+@dataclass(frozen=True)
+class Uploaded:
+    """One file of a batch of uploads: the name it was sent with, the name it was saved as (None: it was
+    not saved) and why not, for people."""
+
+    file: str
+    saved_as: str | None
+    reason: str | None = None
+
+
+class UploadError(QuartetError):
+    """An upload that was refused, with a message for the person uploading (kind `too_large`, or
+    `request` for what is not a file or not a usable name)."""
+
+    def __init__(self, message: str, *, kind: Kind = "request") -> None:
+        super().__init__(message, kind=kind)
 
 
 def safe_name(filename: str) -> str:
@@ -98,7 +114,7 @@ def _copy(source: BinaryIO, out: BinaryIO, *, filename: str, max_bytes: int) -> 
 
 def _check_size(size: int, filename: str, max_bytes: int, *, whole: bool) -> None:
     if too_large := size_problem(filename, size, max_bytes, whole=whole):
-        raise UploadError(f"{too_large} It was not saved.")
+        raise UploadError(f"{too_large} It was not saved.", kind="too_large")
 
 
 def _link_unique(temp: Path, root: Path, name: str) -> Path:
@@ -118,4 +134,4 @@ def _link_unique(temp: Path, root: Path, name: str) -> Path:
                 continue
             shutil.copyfile(temp, candidate)
         return candidate
-    raise UploadError(f"Too many files named like {name} in the knowledge folder.")
+    raise UploadError(f"Too many files named like {name} in the knowledge folder.", kind="busy")

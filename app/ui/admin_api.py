@@ -8,49 +8,39 @@ from typing import Any
 
 import gradio as gr
 
-from app.admin import AdminDenied, AdminService
-from app.engine.events import EngineError
+from app.admin import AdminService
 from app.ui.callers import client_address
+from app.ui.errors import explained
 
 
 def register(admin: AdminService) -> None:
+    @explained
     def admin_login(password: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
         """Open an admin session; returns the token that admin endpoints need."""
-        try:
-            return admin.login(password, who=_owner(request), client=client_address(request))
-        except AdminDenied as err:
-            raise gr.Error(str(err)) from err
+        return admin.login(password, who=_owner(request), client=client_address(request))
 
+    @explained
     def switch_model(model_id: str, admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: switch to a catalog model; the old one is unloaded first, and comes back on failure."""
-        try:
-            info = admin.switch_model(admin_token, model_id, who=_owner(request))
-        except (AdminDenied, EngineError) as err:
-            raise gr.Error(str(err)) from err
+        info = admin.switch_model(admin_token, model_id, who=_owner(request))
         return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2)}
 
+    @explained
     def ping_cards(endpoints: list[str], admin_token: str) -> list[dict[str, Any]]:
         """Admin only: each endpoint's RPC port and health endpoint, changing nothing."""
-        try:
-            return admin.ping(admin_token, endpoints)
-        except (AdminDenied, EngineError) as err:
-            raise gr.Error(str(err)) from err
+        return admin.ping(admin_token, endpoints)
 
+    @explained
     def set_cards(endpoints: list[str], admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: run the model on these card endpoints (N ≥ 1); every one must answer first."""
-        try:
-            info = admin.set_cards(admin_token, endpoints, who=_owner(request))
-        except (AdminDenied, EngineError) as err:
-            raise gr.Error(str(err)) from err
+        info = admin.set_cards(admin_token, endpoints, who=_owner(request))
         return {"model": info.name, "cards": [c.endpoint for c in info.cards], "load_s": round(info.load_s, 2)}
 
+    @explained
     def engine_settings(changes: dict[str, Any], admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: change n_ctx, n_threads, n_batch, n_ubatch, kv_type, tensor_split or parallel and
         reload (refused, with the numbers, when it would not fit the cards)."""
-        try:
-            info = admin.apply_settings(admin_token, dict(changes), who=_owner(request))
-        except (AdminDenied, EngineError) as err:
-            raise gr.Error(str(err)) from err
+        info = admin.apply_settings(admin_token, dict(changes), who=_owner(request))
         return {"model": info.name, "n_ctx": info.n_ctx, "layers": {c.endpoint: list(c.layers) for c in info.cards}}
 
     def load_progress() -> list[dict[str, Any]]:

@@ -12,10 +12,11 @@ import gradio as gr
 import pandas as pd
 
 from app.admin import AdminDenied, AdminService
-from app.engine.events import EngineError
+from app.errors import Refused
 from app.telemetry.views import ApplianceStatus
 from app.ui import panels
 from app.ui.callers import client_address
+from app.ui.errors import explained
 
 _EVERY_S = 1.0
 # What each catalog column means to a person, in the order they read it; the reason a model cannot load
@@ -93,27 +94,19 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
         def who(request: gr.Request) -> str:
             return f"web {client_address(request)}"
 
-        def denied(err: Exception) -> gr.Error:
-            return gr.Error(str(err))
-
         def overview(key: str | None) -> tuple[Any, ...]:
             """Catalog, log and model choices: for the admin only (the service checks the token)."""
-            try:
-                rows, log = admin.catalog_view(key), admin.log(key)
-            except AdminDenied as err:
-                raise denied(err) from err
+            rows, log = admin.catalog_view(key), admin.log(key)
             catalog = pd.DataFrame(
                 [{label: _cell(row.get(k)) for k, label in _CATALOG.items()} for row in rows],
                 columns=list(_CATALOG.values()),
             )
             return catalog, pd.DataFrame(log), gr.update(choices=[(row["name"], row["id"]) for row in rows])
 
+        @explained
         def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
-            try:
-                opened = admin.login(secret, who=who(request), client=client_address(request))
-                current = admin.engine_settings(opened)
-            except AdminDenied as err:
-                raise denied(err) from err
+            opened = admin.login(secret, who=who(request), client=client_address(request))
+            current = admin.engine_settings(opened)
             shown = [current[name] for name in _SETTINGS] + [current["cards"]]
             return (
                 opened,
@@ -126,6 +119,7 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                 *shown,
             )
 
+        @explained
         def on_tick(key: str | None, job_id: str | None) -> tuple[Any, ...]:
             try:
                 job_now = admin.job(key, job_id)
@@ -138,17 +132,16 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
             return _live(status()), job_now.text, None, *overview(key)
 
         def started(key: str | None, name: str, action: Any) -> tuple[str, str]:
-            try:
-                job_now = admin.start(key, name, action)
-            except (AdminDenied, EngineError) as err:
-                raise denied(err) from err
+            job_now = admin.start(key, name, action)
             return job_now.id, f"⏳ {name}…"
 
+        @explained
         def on_switch(key: str | None, model: str | None, confirmed: bool, request: gr.Request) -> tuple[str, str]:
             if not confirmed or not model:
-                raise gr.Error("Choose a model and tick the confirmation first.")
+                raise Refused("Choose a model and tick the confirmation first.")
             return started(key, f"switch to {model}", lambda: admin.switch_model(key, model, who=who(request)))
 
+        @explained
         def on_apply(
             key: str | None,
             context: float | None,
@@ -173,17 +166,17 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
             }  # the admin service checks each one
             return started(key, "engine settings", lambda: admin.apply_settings(key, changes, who=who(request)))
 
+        @explained
         def on_cards(key: str | None, text: str, request: gr.Request) -> tuple[str, str]:
             return started(key, "card change", lambda: admin.set_cards(key, _listed(text), who=who(request)))
 
+        @explained
         def on_restart(key: str | None, request: gr.Request) -> tuple[str, str]:
             return started(key, "engine restart", lambda: admin.restart_engine(key, who=who(request)))
 
+        @explained
         def on_ping(key: str | None, text: str) -> pd.DataFrame:
-            try:
-                return pd.DataFrame(admin.ping(key, _listed(text)))
-            except (EngineError, AdminDenied) as err:
-                raise denied(err) from err
+            return pd.DataFrame(admin.ping(key, _listed(text)))
 
         quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
         settings = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, parallel, background]

@@ -11,12 +11,15 @@ from typing import Any
 import gradio as gr
 
 from app.chat.service import ChatService
+from app.errors import QuartetError
 from app.ui import display
 from app.ui.callers import owner_of, session_of
+from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
 def register(chat: ChatService, *, updates_per_s: float) -> None:
+    @explained
     def chat_(
         message: str,
         conversation_id: str = "",
@@ -26,14 +29,11 @@ def register(chat: ChatService, *, updates_per_s: float) -> None:
     ) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Stream an answer: yields (answer so far, conversation id, progress). Errors end the call."""
         owner = owner_of(request)
-        try:
-            cid = chat.open(conversation_id or None, owner=owner, system_prompt=system_prompt or None)
-            updates = chat.send(cid, message, owner=owner, session=session_of(request), max_tokens=max_tokens or None)
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        cid = chat.open(conversation_id or None, owner=owner, system_prompt=system_prompt or None)
+        updates = chat.send(cid, message, owner=owner, session=session_of(request), max_tokens=max_tokens or None)
         for update in display.throttle(updates, updates_per_s):
             if update.error:
-                raise gr.Error(update.error)
+                raise QuartetError(update.error, kind=update.kind or "engine", card=update.card)
             progress = {
                 "waiting": update.waiting,
                 "held": update.held,
@@ -47,12 +47,10 @@ def register(chat: ChatService, *, updates_per_s: float) -> None:
         """Stop the answer this client is waiting for; True if there was one."""
         return chat.stop(session_of(request))
 
+    @explained
     def history(conversation_id: str, request: gr.Request = None) -> list[dict[str, Any]]:  # type: ignore[assignment]
         """The saved messages of one of the caller's conversations, oldest first."""
-        try:
-            messages = chat.history(conversation_id, owner=owner_of(request))
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        messages = chat.history(conversation_id, owner=owner_of(request))
         return [{"role": m.role, "content": m.content, "status": m.status, "stats": m.stats} for m in messages]
 
     def conversations(query: str = "", request: gr.Request = None) -> list[dict[str, str]]:  # type: ignore[assignment]

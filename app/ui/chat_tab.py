@@ -14,8 +14,10 @@ import gradio as gr
 
 from app.chat.service import ChatService, ChatUpdate
 from app.chat.store import Conversation, StoredMessage
+from app.errors import NotFound, Refused
 from app.ui import display
 from app.ui.callers import owner_of, session_of
+from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE, OnLoad
 
 # Inline and display maths as people (and models) write it.
@@ -115,18 +117,16 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 history = chat.history(cid, owner=owner)
             yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update()
 
+    @explained
     def on_send(
         text: str, cid: str | None, prompt: str, browser_id: str | None, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
-            raise gr.Error("Type a message first.")
+            raise Refused("Type a message first.")
         owner, page = owner_of(request, browser_id), session_of(request)
         before = _owned_id(chat, cid, owner)
-        try:
-            cid = chat.open(before, owner=owner, system_prompt=prompt)
-            updates = chat.send(cid, text, owner=owner, session=page)
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        cid = chat.open(before, owner=owner, system_prompt=prompt)
+        updates = chat.send(cid, text, owner=owner, session=page)
         if on_screen.get(page, before) != before:  # another conversation was picked meanwhile
             yield gr.skip(), gr.skip(), gr.skip(), ""
             getattr(updates, "close", lambda: None)()
@@ -135,12 +135,10 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         yield display.bubbles(chat.history(cid, owner=owner)), "", cid, ""
         yield from stream(updates, cid, owner, page)
 
+    @explained
     def on_regenerate(cid: str | None, browser_id: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
         owner = owner_of(request, browser_id)
-        try:
-            updates = chat.regenerate(cid or "", owner=owner, session=session_of(request))
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        updates = chat.regenerate(cid or "", owner=owner, session=session_of(request))
         yield from stream(updates, cid or "", owner, session_of(request))
 
     def busy(streaming: bool) -> tuple[Any, ...]:
@@ -158,6 +156,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             *version_view(owner, found),
         )
 
+    @explained
     def on_edit(
         cid: str | None, browser_id: str | None, edited: gr.EditData, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
@@ -166,13 +165,11 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         index = edited.index if isinstance(edited.index, int) else edited.index[0]
         message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
         if found is None or message is None or message.role != "user":
-            raise gr.Error("Only your own messages can be edited.")
-        try:
-            updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+            raise Refused("Only your own messages can be edited.")
+        updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
         yield from stream(updates, found.id, owner, session_of(request))
 
+    @explained
     def on_version(
         cid: str | None, browser_id: str | None, step: int, query: str, request: gr.Request
     ) -> tuple[Any, ...]:
@@ -182,10 +179,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             ids, active = chat.versions(found.id, owner=owner)
             if active is not None:
                 chosen = ids[max(0, min(len(ids) - 1, ids.index(active) + step))]
-                try:
-                    chat.choose_version(found.id, chosen, owner=owner)
-                except ValueError as err:
-                    raise gr.Error(str(err)) from err
+                chat.choose_version(found.id, chosen, owner=owner)
         return showing(request, shown(owner, cid, query))
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
@@ -197,29 +191,26 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(owner_of(request, browser_id), cid, query)
 
+    @explained
     def on_rename(
         cid: str | None, text: str, browser_id: str | None, query: str, request: gr.Request
     ) -> dict[str, Any]:
         owner = owner_of(request, browser_id)
-        try:
-            chat.rename(cid or "", text, owner=owner)
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        chat.rename(cid or "", text, owner=owner)
         return listed(owner, cid, query)
 
+    @explained
     def on_delete(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         owner = owner_of(request, browser_id)
-        try:
-            chat.delete(cid or "", owner=owner)
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        chat.delete(cid or "", owner=owner)
         return *showing(request, shown(owner, None)), gr.update(visible=False)
 
+    @explained
     def on_export(cid: str | None, browser_id: str | None, as_json: bool, request: gr.Request) -> dict[str, Any]:
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         if found is None:
-            raise gr.Error("There is no chat to export yet: send a message first.")
+            raise Refused("There is no chat to export yet: send a message first.")
         text = chat.export(found.id, owner=owner, as_json=as_json)
         return gr.update(value=_written(found, text, ".json" if as_json else ".md"), visible=True)
 
@@ -290,7 +281,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 def _owned(chat: ChatService, cid: str | None, owner: str) -> Conversation | None:
     try:
         return chat.conversation(cid, owner=owner) if cid else None
-    except ValueError:
+    except NotFound:
         return None
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import gradio as gr
 
+from app.errors import QuartetError
 from app.knowledge.answer import Answerer, Source
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
+from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
@@ -36,47 +38,37 @@ def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser) -
             for d in kb.documents()
         ]
 
+    @explained
     def ask(question: str, document_ids: list[int] | None = None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """Stream a cited answer: yields (answer so far, sources with file and page)."""
-        try:
-            for update in answerer.ask(question, document_ids=document_ids or None):
-                if update.error:
-                    raise gr.Error(update.error)
-                yield update.text, [_source(s) for s in update.sources]
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        for update in answerer.ask(question, document_ids=document_ids or None):
+            if update.error:
+                raise QuartetError(update.error, kind=update.kind or "engine")
+            yield update.text, [_source(s) for s in update.sources]
 
+    @explained
     def summarize(document_id: int, question: str = "") -> Iterator[tuple[str, str]]:
         """Read a whole document (map-reduce): yields (answer so far, progress)."""
-        try:
-            for update in summariser.run(document_id, question=question):
-                if update.error:
-                    raise gr.Error(update.error)
-                yield update.text, update.progress
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        for update in summariser.run(document_id, question=question):
+            if update.error:
+                raise QuartetError(update.error, kind=update.kind or "engine")
+            yield update.text, update.progress
 
+    @explained
     def unlock(document_id: int, password: str) -> str:
         """Index an encrypted PDF with its password (kept in memory for that indexing only)."""
-        try:
-            kb.unlock(document_id, password)
-        except (KeyError, ValueError) as err:
-            raise gr.Error(str(err)) from err
+        kb.unlock(document_id, password)
         return "queued"
 
+    @explained
     def delete_document(document_id: int) -> bool:
         """Remove a document from the index (and its file, when it lives in the kb folder)."""
-        try:
-            return kb.delete(document_id)
-        except (KeyError, ValueError) as err:
-            raise gr.Error(str(err)) from err
+        return kb.delete(document_id)
 
+    @explained
     def reindex_document(document_id: int) -> str:
         """Index a document again from its file."""
-        try:
-            kb.reindex(document_id)
-        except (KeyError, ValueError) as err:
-            raise gr.Error(str(err)) from err
+        kb.reindex(document_id)
         return "queued"
 
     gr.api(documents, api_name="documents", queue=False)

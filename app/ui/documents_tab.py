@@ -12,13 +12,14 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.errors import Refused
 from app.knowledge.answer import Answer, Answerer, Source
 from app.knowledge.ingest import IngestProgress
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo
 from app.knowledge.summary import Summariser
-from app.knowledge.uploads import UploadError
 from app.ui.display import queue_line
+from app.ui.errors import explained
 from app.ui.rendering import literal, safe_markdown
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -109,15 +110,8 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
         )
 
     def on_upload(files: list[str] | None, sent: list[list[Any]]) -> tuple[Any, ...]:
-        now = []
-        for name in files or []:  # each file gets its line, whatever became of the others
-            try:
-                saved = kb.upload(Path(name).name, Path(name))  # Gradio took it only from its upload folder
-                now.append([Path(name).name, saved.name, None])
-            except (UploadError, ValueError) as err:
-                now.append([Path(name).name, None, str(err)])
-            except OSError as err:
-                now.append([Path(name).name, None, f"it could not be saved ({err.strerror or err}); try again"])
+        # each file gets its line, whatever became of the others; Gradio took them only from its upload folder
+        now = [[u.file, u.saved_as, u.reason] for u in kb.upload_all([Path(name) for name in files or []])]
         results = [
             {"file": f, "saved_as": saved, "status": "queued"}
             if saved
@@ -138,27 +132,24 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
         sent = now + sent[:20]
         return "", sent, *listing(sent)
 
+    @explained
     def on_unlock(doc_id: int | None, password: str, sent: list[list[Any]]) -> tuple[Any, ...]:
         if doc_id is None or not password:
-            raise gr.Error("Choose the password-protected PDF and type its password.")
-        try:
-            kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only
-        except (KeyError, ValueError) as err:
-            raise gr.Error(str(err)) from err
+            raise Refused("Choose the password-protected PDF and type its password.")
+        kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only
         return "", *listing(sent)
 
+    @explained
     def on_reindex(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
         if doc_id is None:
-            raise gr.Error("Choose a document first.")
-        try:
-            kb.reindex(doc_id)
-        except (KeyError, ValueError) as err:
-            raise gr.Error(f"It cannot be indexed again: {err}") from err
+            raise Refused("Choose a document first.")
+        kb.reindex(doc_id)
         return listing(sent)
 
+    @explained
     def on_delete(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
         if doc_id is None:
-            raise gr.Error("Choose a document first.")
+            raise Refused("Choose a document first.")
         kb.delete(doc_id)
         return gr.update(visible=False), *listing(sent)
 
@@ -166,25 +157,21 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
         kb.remove_failed()
         return listing(sent)
 
+    @explained
     def on_ask(text: str, ids: list[int] | None) -> Iterator[tuple[Any, ...]]:
-        try:
-            for update in answerer.ask(text, document_ids=ids or None):
-                yield _answer_md(update), gr.update(choices=_source_choices(update.sources)), update.sources
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+        for update in answerer.ask(text, document_ids=ids or None):
+            yield _answer_md(update), gr.update(choices=_source_choices(update.sources)), update.sources
 
     def on_pick(number: int | None, sources: list[Source]) -> str:
         source = next((s for s in sources if s.number == number), None)
         return _page_html(source, kb.page_text(source.document_id, source.page) or "") if source else ""
 
+    @explained
     def on_whole(doc_id: int | None, text: str) -> Iterator[str]:
         if doc_id is None:
-            raise gr.Error("Choose a document first.")
-        try:
-            for update in summariser.run(doc_id, question=text):
-                yield _answer_md(update)
-        except ValueError as err:
-            raise gr.Error(str(err)) from err
+            raise Refused("Choose a document first.")
+        for update in summariser.run(doc_id, question=text):
+            yield _answer_md(update)
 
     quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
     # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those

@@ -13,14 +13,16 @@ from typing import Any
 
 import gradio as gr
 
-from app.extraction.extractor import Extraction, ExtractionFailed, Step
-from app.extraction.json_schema import SchemaProblem
+from app.errors import Refused
+from app.extraction.extractor import Extraction, Step
 from app.extraction.merge import provenance
 from app.extraction.service import ExtractionService
+from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
 def register(ex: ExtractionService) -> None:
+    @explained
     def extract(
         document: str = "",
         template: str = "",
@@ -34,36 +36,29 @@ def register(ex: ExtractionService) -> None:
         {"progress", "waiting"} while it works, then {"document", "record", "problems", "fields"} where each
         field has its page, snippet, verified flag (None: not checkable) and any conflicting candidates.
         max_tokens / timeout_s (per answer) may lower the appliance's limits, never raise them."""
-        try:
-            _, checked = ex.schema_for(template, schema or None)
-            tokens, seconds = int(max_tokens or 0), float(timeout_s or 0)
-            if file:
-                updates = ex.extract_file(Path(file), checked, max_tokens=tokens, timeout_s=seconds)
-            elif str(document or "").strip():
-                updates = ex.extract_one(ex.find_document(document).id, checked, max_tokens=tokens, timeout_s=seconds)
-            else:
-                raise ValueError("name a document (its id or file name), or send a file to extract from")
-            for update in updates:
-                yield _step(update) if isinstance(update, Step) else _result(update)
-        except (SchemaProblem, ValueError, ExtractionFailed) as err:
-            raise gr.Error(str(err)) from err
+        _, checked = ex.schema_for(template, schema or None)
+        tokens, seconds = int(max_tokens or 0), float(timeout_s or 0)
+        if file:
+            updates = ex.extract_file(Path(file), checked, max_tokens=tokens, timeout_s=seconds)
+        elif str(document or "").strip():
+            updates = ex.extract_one(ex.find_document(document).id, checked, max_tokens=tokens, timeout_s=seconds)
+        else:
+            raise Refused("name a document (its id or file name), or send a file to extract from")
+        for update in updates:
+            yield _step(update) if isinstance(update, Step) else _result(update)
 
+    @explained
     def extraction_run(documents: list[str], folder: str = "", template: str = "", schema: str = "") -> int:
         """Start a batch in the background: a template (or schema) over documents (ids or file names)
         and/or every document of a kb/ folder. Returns the run id for `extraction_results`."""
-        try:
-            ids = [ex.find_document(d).id for d in documents or []]
-            name, checked = ex.schema_for(template, schema or None)
-            return ex.start_run(ex.documents_for(ids, folder or None), template=name, schema=checked)
-        except (SchemaProblem, ValueError) as err:
-            raise gr.Error(str(err)) from err
+        ids = [ex.find_document(d).id for d in documents or []]
+        name, checked = ex.schema_for(template, schema or None)
+        return ex.start_run(ex.documents_for(ids, folder or None), template=name, schema=checked)
 
+    @explained
     def extraction_results(run_id: int) -> dict[str, Any]:
         """A batch's state and its results so far (corrections applied), with the CSV export."""
-        try:
-            run, results = ex.run(run_id), ex.results(run_id)
-        except LookupError as err:
-            raise gr.Error(str(err)) from err
+        run, results = ex.run(run_id), ex.results(run_id)
         return {
             "status": run.status,
             "error": run.error,

@@ -8,6 +8,9 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.errors import Refused
+from app.ui.errors import explained
+
 _QUEUED: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}  # queued: gr.Error reaches the page
 
 
@@ -28,9 +31,10 @@ def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: st
         now = _text(table.iat[row, type_column]) if row < len(table) else ""
         return row, gr.update(value=now if now in types else None, label=f"Type of {what} {row + 1}")
 
+    @explained
     def on_type(table: pd.DataFrame, row: int | None, chosen: str | None) -> Any:
         if row is None or row >= len(table):
-            raise gr.Error(f"Click a cell of a {what} in the table first, then choose its type.")
+            raise Refused(f"Click a cell of a {what} in the table first, then choose its type.")
         changed = table.copy()
         changed.iat[row, type_column] = chosen or types[0]
         return changed
@@ -41,9 +45,10 @@ def editing(frame: gr.Dataframe, *, types: list[str], type_column: int, what: st
         grown = pd.concat([table.fillna(""), pd.DataFrame([blank], columns=table.columns)], ignore_index=True)
         return grown, len(grown) - 1, gr.update(value=types[0], label=f"Type of {what} {len(grown)}")
 
+    @explained
     def on_delete(table: pd.DataFrame, row: int | None) -> tuple[Any, Any, Any]:
         if row is None or row >= len(table):
-            raise gr.Error(f"Click a cell of the {what} to delete first.")
+            raise Refused(f"Click a cell of the {what} to delete first.")
         kept = table.drop(index=table.index[row]).reset_index(drop=True)
         return kept, None, gr.update(value=None, label=f"Type of the {what} clicked")
 

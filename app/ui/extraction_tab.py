@@ -26,6 +26,7 @@ from app.extraction.fields import (
 from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
+from app.ui.errors import explained
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
 
@@ -114,14 +115,12 @@ def build(ex: ExtractionService) -> gr.Timer:
             gr.update(choices=_run_choices(ex.runs())),
         )
 
+    @explained
     def on_run(name: str, ids: list[int] | None, where: str | None, pasted: str) -> tuple[Any, ...]:
-        try:
-            if name == _CUSTOM and not (pasted or "").strip():
-                raise SchemaProblem("paste a JSON Schema, or make one from the field table")
-            chosen, schema = ex.schema_for(name, pasted if name == _CUSTOM else None)
-            run_id = ex.start_run(ex.documents_for(ids or [], where), template=chosen, schema=schema)
-        except (SchemaProblem, ValueError) as err:
-            raise gr.Error(str(err)) from err
+        if name == _CUSTOM and not (pasted or "").strip():
+            raise SchemaProblem("paste a JSON Schema, or make one from the field table")
+        chosen, schema = ex.schema_for(name, pasted if name == _CUSTOM else None)
+        run_id = ex.start_run(ex.documents_for(ids or [], where), template=chosen, schema=schema)
         return gr.update(choices=_run_choices(ex.runs()), value=run_id), None
 
     def refresh(run_id: int | None, before: Any) -> tuple[Any, ...]:
@@ -153,12 +152,10 @@ def build(ex: ExtractionService) -> gr.Timer:
             now,
         )
 
+    @explained
     def on_edit(run_id: int | None, edited: pd.DataFrame) -> None:
         if run_id:
-            try:
-                ex.correct_cells(run_id, _texts(edited))
-            except (ValueError, LookupError) as err:
-                raise gr.Error(str(err)) from err
+            ex.correct_cells(run_id, _texts(edited))
         # the next tick redraws with the corrections
 
     def on_table(run_id: int | None, name: str | None) -> Any:
@@ -171,12 +168,10 @@ def build(ex: ExtractionService) -> gr.Timer:
         grid = table_grid(found, name, ex.table_rows(found.id, name))
         return gr.update(value=grid, column_widths=widths(grid["headers"]))
 
+    @explained
     def on_table_edit(run_id: int | None, name: str | None, edited: pd.DataFrame) -> None:
         if run_id and name:
-            try:
-                ex.correct_table_cells(run_id, name, _texts(edited))
-            except (ValueError, LookupError) as err:
-                raise gr.Error(str(err)) from err
+            ex.correct_table_cells(run_id, name, _texts(edited))
 
     def on_from_template(name: str) -> tuple[Any, Any]:
         found = ex.templates().get(name)
@@ -186,11 +181,9 @@ def build(ex: ExtractionService) -> gr.Timer:
             pd.DataFrame(column_rows(schema), columns=list(COLUMN_COLUMNS)),
         )
 
+    @explained
     def on_to_schema(rows: pd.DataFrame, cols: pd.DataFrame) -> tuple[str, Any]:
-        try:
-            schema = schema_from_fields(rows.fillna("").values.tolist(), column_rows=cols.fillna("").values.tolist())
-        except SchemaProblem as err:
-            raise gr.Error(str(err)) from err
+        schema = schema_from_fields(rows.fillna("").values.tolist(), column_rows=cols.fillna("").values.tolist())
         return json.dumps(schema, indent=2, ensure_ascii=False), _CUSTOM
 
     outputs = [progress, table, view, csv_file, json_file, table_files, table_name, rows_grid, shown]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from app.errors import QuartetError
+
 ErrorKind = Literal["encrypted", "no_text", "corrupt", "empty", "unsupported", "too_large", "timeout"]
 ERROR_KINDS: tuple[ErrorKind, ...] = ("encrypted", "no_text", "corrupt", "empty", "unsupported", "too_large", "timeout")
 _MB = 2**20
@@ -73,10 +75,11 @@ def _megabytes(n: int) -> str:
     return f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else f"{n:,} bytes"
 
 
-class LoadError(Exception):
-    """A file that cannot be read, with a message written for the person who dropped it."""
+class LoadError(QuartetError):
+    """A file that cannot be read, with a message written for the person who dropped it; `kind` (one of
+    ERROR_KINDS, kept as the document's `error_kind`) says why."""
+
+    kind: ErrorKind
 
     def __init__(self, kind: ErrorKind, message: str) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.message = message
+        super().__init__(message, kind=kind)

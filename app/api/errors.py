@@ -1,0 +1,89 @@
+"""The one place where an error becomes what a `/v1` caller sees: an HTTP status from its kind and
+OpenAI's error body, `{"error": {"message", "type", "param", "code"}}` (the Gradio side has its own,
+app/ui/errors.py).
+
+Routes raise a `QuartetError` (app/errors.py), or `ApiError` when the request field to blame or an
+OpenAI error code is worth naming; `install` registers the handler that turns either into the response.
+A streamed answer that fails after its first chunk cannot change its status: it sends `body(err)` as
+its last event instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fastapi
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from app.errors import Kind, QuartetError
+
+# OpenAI's statuses: 400 a request that cannot run as sent (a context too long among them), 401 a bad
+# key, 404 no such model, 503 busy or the engine not ready, 500 a card down (named in the message).
+STATUS: dict[Kind, int] = {
+    "request": 400,
+    "context": 400,
+    "denied": 401,
+    "not_found": 404,
+    "too_large": 413,
+    "unsupported": 422,
+    "encrypted": 422,
+    "no_text": 422,
+    "corrupt": 422,
+    "empty": 422,
+    "busy": 503,
+    "engine": 503,
+    "cancelled": 503,
+    "timeout": 504,
+    "card": 500,
+    "internal": 500,
+}
+CODES: dict[Kind, str] = {
+    "context": "context_length_exceeded",
+    "busy": "busy",
+    "card": "card_down",
+    "engine": "engine_unavailable",
+    "timeout": "timeout",
+}
+
+
+class ApiError(QuartetError):
+    """A `/v1` refusal that names the request field to blame (`param`) or an OpenAI error `code`."""
+
+    def __init__(self, message: str, *, kind: Kind = "request", code: str | None = None, param: str | None = None):
+        super().__init__(message, kind=kind)
+        self.code, self.param = code, param
+
+
+def status(err: QuartetError) -> int:
+    return STATUS.get(err.kind, 500)
+
+
+def body(err: QuartetError) -> dict[str, Any]:
+    """OpenAI's error body for `err`."""
+    param = err.param if isinstance(err, ApiError) else None
+    code = err.code if isinstance(err, ApiError) else None
+    return {
+        "error": {
+            "message": err.message,
+            "type": "invalid_request_error" if status(err) < 500 else "server_error",
+            "param": param or ("messages" if err.kind == "context" else None),
+            "code": code or CODES.get(err.kind),
+        }
+    }
+
+
+def install(api: fastapi.FastAPI) -> None:
+    """Answer every `QuartetError` a route raises, and every request body that does not validate, in
+    OpenAI's shape."""
+
+    @api.exception_handler(QuartetError)
+    def refused(_request: fastapi.Request, err: QuartetError) -> JSONResponse:
+        return JSONResponse(body(err), status_code=status(err))
+
+    @api.exception_handler(RequestValidationError)
+    def invalid(_request: fastapi.Request, err: RequestValidationError) -> JSONResponse:
+        first = err.errors()[0] if err.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())[1:])
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
+        return refused(_request, ApiError(message, param=where or None))
