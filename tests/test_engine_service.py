@@ -18,6 +18,7 @@ from app.engine.service import EngineService
 from app.engine.ticket import Ticket
 from app.settings import DEMO_MODEL
 from launcher.cluster import CardProcesses
+from tests.harness import shared_words
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +64,6 @@ def follow(ticket: Ticket, *, cancel_after: int = 0) -> Followed:
         else:
             return Followed(text, event, first_at, time.monotonic(), queued, times)
     raise AssertionError("the events ended without Done or Failed")
-
-
-def shared_words(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a.split(), b.split(), strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def ask(text: str, **options: object) -> GenerationRequest:
