@@ -5,37 +5,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Message, Queued, Reading, Token
 from app.engine.follow import follow
 from app.engine.service import EngineService
 from app.errors import QuartetError
-from app.settings import DEMO_MODEL
-from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
 
 N_CTX = 1024
 
 
 @pytest.fixture(scope="module")
-def engine(engine_cards: CardProcesses) -> Iterator[EngineService]:
-    config = EngineConfig(
-        model_path=DEMO_MODEL,
-        model_name="demo",
-        cards=tuple(engine_cards.settings.cards),
-        n_ctx=N_CTX,
-        prompt_chunk=64,
-        parallel=2,
-    )
-    service = EngineService(config, isolated=True)
-    service.start()
-    assert service.wait_ready(180), service.status()["message"]
-    yield service
-    service.stop()
+def engine(engine_host: EngineHost) -> EngineService:
+    service: EngineService = engine_host.service(isolated=True, n_ctx=N_CTX, parallel=2)
+    return service
 
 
 def ask(text: str, max_tokens: int = 8) -> GenerationRequest:

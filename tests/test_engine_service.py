@@ -5,37 +5,23 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import jsonschema
 import pytest
 
-from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, Failed, GenerationRequest, Message, Queued, Reading, Token
 from app.engine.follow import follow as follow_ticket
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
-from app.settings import DEMO_MODEL
-from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
 from tests.harness import shared_words
 
 
 @pytest.fixture(scope="module")
-def service(engine_cards: CardProcesses) -> Iterator[EngineService]:
-    config = EngineConfig(
-        model_path=DEMO_MODEL,
-        model_name="demo",
-        cards=tuple(engine_cards.settings.cards),
-        n_ctx=2048,
-        prompt_chunk=64,
-        parallel=3,
-    )
-    engine = EngineService(config, isolated=False)
-    engine.start()
-    assert engine.wait_ready(180), engine.status()["message"]
-    yield engine
-    engine.stop()
+def service(engine_host: EngineHost) -> EngineService:
+    engine: EngineService = engine_host.service(isolated=False, n_ctx=2048, parallel=3)
+    return engine
 
 
 @dataclass
@@ -68,6 +54,12 @@ def follow(ticket: Ticket, *, cancel_after: int = 0) -> Followed:
 
 def ask(text: str, **options: object) -> GenerationRequest:
     return GenerationRequest(messages=(Message("user", text),), temperature=0.0, **options)  # type: ignore[arg-type]
+
+
+def then(asked: GenerationRequest, answer: str, question: str) -> GenerationRequest:
+    """The conversation's next turn: what was asked, the answer, and a question about it (8 tokens, temperature 0)."""
+    turns = (*asked.messages, Message("assistant", answer), Message("user", question))
+    return GenerationRequest(messages=turns, max_tokens=8, temperature=0.0)
 
 
 def side_by_side(service: EngineService, requests: list[GenerationRequest], **kw: int) -> list[Followed]:
@@ -148,11 +140,7 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
     said = follow(service.submit(first))
     others = side_by_side(service, [ask(f"Say {w}.", max_tokens=4) for w in ("yes", "no")])
     assert all(isinstance(o.end, Done) for o in others)
-    follow_up = GenerationRequest(
-        messages=(*first.messages, Message("assistant", said.text), Message("user", "What number?")),
-        max_tokens=8,
-        temperature=0.0,
-    )
+    follow_up = then(first, said.text, "What number?")
     again = follow(service.submit(follow_up))
     assert isinstance(again.end, Done)
     assert again.end.stats.cached_tokens > 200, again.end.stats
@@ -182,11 +170,7 @@ def test_a_conversation_whose_slot_was_taken_gets_its_kv_back_from_host_memory(s
         service, [ask(f"Write a poem about the number {w}. " * 12, max_tokens=4) for w in ("one", "two", "three")]
     )  # every slot taken by another prompt
     assert all(isinstance(o.end, Done) for o in others)
-    follow_up = GenerationRequest(
-        messages=(*history.messages, Message("assistant", said.text), Message("user", "Which hall?")),
-        max_tokens=8,
-        temperature=0.0,
-    )
+    follow_up = then(history, said.text, "Which hall?")
     again = follow(service.submit(follow_up))
     after = service.status()
     in_slot = follow(service.submit(follow_up))  # the same prompt again: now its slot holds it
