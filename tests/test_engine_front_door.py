@@ -69,8 +69,8 @@ def test_an_answer_with_a_free_slot_is_read_at_once_and_never_told_to_wait(engin
 
 
 def test_with_every_slot_full_the_next_answers_wait_then_are_read(engine: EngineService) -> None:
-    # the two slots are given back one at a time (80 tokens, then 160): each waiting answer moves up in turn
-    long = [watch(engine, ask(f"Tell a long story about ship number {i}.", max_tokens=80 * (i + 1))) for i in range(2)]
+    # the two slots are given back one at a time (40 tokens, then 80): each waiting answer moves up in turn
+    long = [watch(engine, ask(f"Tell a long story about ship number {i}.", max_tokens=40 * (i + 1))) for i in range(2)]
     deadline = time.monotonic() + 120
     while not all("Token" in w.kinds() for w in long) and time.monotonic() < deadline:
         time.sleep(0.02)  # both slots are generating now
