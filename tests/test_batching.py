@@ -240,7 +240,9 @@ def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot
 def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(appliance: Appliance) -> None:
     streaming = [Run() for _ in range(3)]
     threads = [
-        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 400})
+        # 160 tokens outlast the ~20 pieces, the calm 1.5 s and the read (one token a step, ~24 steps of 128
+        # prompt tokens): each stream still streams after the newcomer's first token (checked below)
+        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 160})
         for p, r in zip(PROMPTS[:3], streaming, strict=True)
     ]
     for thread in threads:
@@ -258,6 +260,7 @@ def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(ap
     assert newcomer.error is None and 2700 <= newcomer.prompt_tokens <= 3600, newcomer
     assert all(r.error is None and r.finish == "length" for r in streaming), streaming
     assert newcomer.first_at is not None
+    assert all(r.pieces[-1] > newcomer.first_at for r in streaming), "a stream ended before the prompt was read"
     calm = max(r.largest_gap(calm_from, newcomer.started) for r in streaming)
     during = max(r.largest_gap(newcomer.started, newcomer.first_at) for r in streaming)
     reading = newcomer.ttft
