@@ -10,77 +10,25 @@ rate the engine measured for that very answer (from the `status` endpoint). Prin
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
-import openai
 from gradio_client import Client
 
-from app.settings import Settings
-from launcher.cluster import CardProcesses
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from appliance import app, card_agents, stream  # bench/appliance.py
 
 PROMPT = "Write a detailed story about a lighthouse keeper and four friends."
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_app(cards: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "QUARTET_WEB__PORT": str(port),
-        "QUARTET_DATA_DIR": str(work / "var"),
-        "QUARTET_ENGINE__CARDS": json.dumps(cards),
-        "QUARTET_ENGINE__TEMPERATURE": "0",
-    }
-    log = open(work / "app.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2).json().get("engine") == "ready":
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.terminate()
-    raise SystemExit(f"the app did not become ready; see {work / 'app.log'}")
-
-
-def one_run(api: openai.OpenAI, status: Client, max_tokens: int) -> tuple[float, float, int]:
-    stream = api.chat.completions.create(
-        model="m",
-        messages=[{"role": "user", "content": PROMPT}],
-        max_tokens=max_tokens,
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    first = last = None
-    tokens = 0
-    for chunk in stream:
-        if chunk.usage:
-            tokens = chunk.usage.completion_tokens
-        if chunk.choices and chunk.choices[0].delta.content:
-            last = time.perf_counter()
-            first = first or last
+def one_run(url: str, status: Client, max_tokens: int) -> tuple[float, float, int]:
+    seen = stream(url, PROMPT, max_tokens)
     engine = status.predict(api_name="/status")["last_stats"]
-    if first is None or last is None or tokens < 3 or last <= first:
+    if seen.first is None or seen.last is None or seen.tokens < 3 or seen.last <= seen.first:
         raise RuntimeError("the answer was too short to measure")
-    return (tokens - 1) / (last - first), float(engine["decode_tps"]), tokens
+    return (seen.tokens - 1) / (seen.last - seen.first), float(engine["decode_tps"]), seen.tokens
 
 
 def main() -> int:
@@ -91,24 +39,10 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(
-            engine={"cards": [f"127.0.0.1:{args.first_port + i}" for i in range(4)]},
-            local_cards={"cache_dir": work / "cache", "threads": 1},
-        )
-        cards = CardProcesses(settings, log_dir=work)
-        cards.start_all()
-        app = None
-        try:
-            app, url = start_app(cards.endpoints, work)
-            api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=300)
+        with card_agents(args.first_port, work) as cards, app(cards, work) as url:
             status = Client(url, verbose=False)
-            one_run(api, status, 16)  # warm-up
-            rows = [one_run(api, status, args.max_tokens) for _ in range(args.runs)]
-        finally:
-            if app is not None:
-                app.terminate()
-                app.wait(timeout=30)
-            cards.stop_all()
+            one_run(url, status, 16)  # warm-up
+            rows = [one_run(url, status, args.max_tokens) for _ in range(args.runs)]
     print(f"{'run':>4} {'tokens':>7} {'client tok/s':>13} {'engine tok/s':>13} {'ratio':>7}")
     for i, (client_tps, engine_tps, tokens) in enumerate(rows, 1):
         print(f"{i:>4} {tokens:>7} {client_tps:>13.1f} {engine_tps:>13.1f} {client_tps / engine_tps:>7.3f}")

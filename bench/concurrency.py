@@ -12,21 +12,15 @@ client's time to first token. Prints the table and the ratios to one client, all
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import httpx
-import openai
-
-from app.settings import Settings, env_name
-from launcher.cluster import CardProcesses
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from appliance import Streamed, app, card_agents, stream  # bench/appliance.py
 
 TOPICS = [
     "a lighthouse keeper",
@@ -40,74 +34,25 @@ TOPICS = [
 ]
 
 
-def start_app(
-    cards: list[str], work: Path, port: int, parallel: int, settings: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
-    """The app on `cards`; `settings` are more settings (`section.name` → value, as environment variables)."""
-    env = {
-        **os.environ,
-        "QUARTET_WEB__PORT": str(port),
-        "QUARTET_DATA_DIR": str(work / "var"),
-        "QUARTET_ENGINE__CARDS": json.dumps(cards),
-        "QUARTET_ENGINE__TEMPERATURE": "0",
-        "QUARTET_ENGINE__PARALLEL": str(parallel),
-        "QUARTET_KNOWLEDGE__DIR": str(work / "kb"),
-        **{env_name(name): value for name, value in (settings or {}).items()},
-    }
-    log = open(work / "app.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "--die-with-parent"], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2).json().get("engine") == "ready":
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.terminate()
-    raise SystemExit(f"the app did not become ready; see {work / 'app.log'}")
-
-
-def client(url: str, topic: str, max_tokens: int, out: dict[str, float], started: float, text: str = "") -> None:
-    """One streaming client asking for a story about `topic` (or sending `text` as it is)."""
-    api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
-    stream = api.chat.completions.create(
-        model="m",
-        messages=[{"role": "user", "content": text or f"{topic}: write a long, detailed story about it."}],
-        max_tokens=max_tokens,
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    for chunk in stream:
-        if chunk.usage:
-            out["tokens"] = chunk.usage.completion_tokens
-            out["prompt_tokens"] = chunk.usage.prompt_tokens
-        if chunk.choices and chunk.choices[0].delta.content:
-            now = time.perf_counter()
-            out.setdefault("first", now)
-            out["last"] = now
-    out["ttft"] = out["first"] - started
-
-
 def one_round(url: str, n: int, max_tokens: int, tag: str) -> tuple[float, list[float], int]:
     """`n` clients at once; `tag` leads every prompt so that no round finds another's prompt cached."""
-    outs: list[dict[str, float]] = [{} for _ in range(n)]
+    seen: list[Streamed | None] = [None] * n
     started = time.perf_counter()
-    threads = [
-        threading.Thread(target=client, args=(url, f"{tag}, {TOPICS[i % len(TOPICS)]}", max_tokens, outs[i], started))
-        for i in range(n)
-    ]
+
+    def client(i: int) -> None:
+        topic = f"{tag}, {TOPICS[i % len(TOPICS)]}"
+        seen[i] = stream(url, f"{topic}: write a long, detailed story about it.", max_tokens, started=started)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    tokens = int(sum(o["tokens"] for o in outs))
-    span = max(o["last"] for o in outs) - min(o["first"] for o in outs)
-    return tokens / span, [o["ttft"] for o in outs], tokens
+    done = [s for s in seen if s is not None]
+    firsts, lasts = [s.first for s in done if s.first], [s.last for s in done if s.last]
+    assert len(firsts) == len(lasts) == n, "a client got no text"
+    tokens = sum(s.tokens for s in done)
+    return tokens / (max(lasts) - min(firsts)), [s.ttft for s in done], tokens
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -125,27 +70,15 @@ def main() -> int:
     parser.add_argument("--app-port", type=int, default=29190)
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
+    knobs = {"engine.parallel": str(args.parallel)}
     results: dict[int, list[tuple[float, list[float], int]]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(
-            engine={"cards": [f"127.0.0.1:{args.first_port + i}" for i in range(4)]},
-            local_cards={"cache_dir": work / "cache", "threads": 1},
-        )
-        cards = CardProcesses(settings, log_dir=work)
-        cards.start_all()
-        app = None
-        try:
-            app, url = start_app(cards.endpoints, work, args.app_port, args.parallel)
-            client(url, "a warm-up", 16, {}, time.perf_counter())  # a topic no round asks about
+        with card_agents(args.first_port, work) as cards, app(cards, work, args.app_port, knobs) as url:
+            stream(url, "A warm-up: write a long, detailed story about it.", 16)  # a topic no round asks about
             for r in range(args.rounds):
                 for n in counts:
                     results[n].append(one_round(url, n, args.max_tokens, f"Round {r + 1} of {n}"))
-        finally:
-            if app is not None:
-                app.terminate()
-                app.wait(timeout=30)
-            cards.stop_all()
     base = statistics.median(r[0] for r in results[counts[0]])
     print(f"{'clients':>7} {'tokens':>7} {'agg tok/s':>10} {'÷ 1 client':>11} {'TTFT p50':>9} {'TTFT p95':>9}")
     for n in counts:

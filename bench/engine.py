@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.request
 import zlib
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,50 +40,77 @@ METRICS = ("decode_tps", "ttft_s", "prompt_tps", "host_cpu_ms_tok", "cards_cpu_m
 def worker(spec: dict[str, Any]) -> int:
     """Load the engine described by `spec`, then answer one generation per 'run' line on stdin."""
     sys.path.insert(0, str(ROOT))
-    from app.engine import llamacpp as engine_mod
-    from app.engine.engine_config import EngineConfig
-    from app.engine.events import Done, GenerationRequest, Message, Token
+    from app.engine.events import GenerationRequest, Message
     from app.engine.lifecycle import die_with_parent
 
     die_with_parent()
-    cards = tuple(spec["cards"])
-    if not cards:  # (a): no card to place layers on; the bench accepts an all-host placement
-        engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore
-    split = tuple(spec["tensor_split"]) if spec["tensor_split"] else None
-    config = EngineConfig(
-        model_path=Path(spec["model"]),
-        model_name="bench",
-        cards=cards,
-        n_ctx=spec["n_ctx"],
-        n_batch=spec["n_batch"],
-        n_ubatch=spec["n_ubatch"],
-        n_threads=spec["threads"],
-        tensor_split=split,
-    )
-    engine = engine_mod.Engine(config)
+    engine = engine_for(spec)
     info = engine.load()
     placed = {c.endpoint: len(c.layers) for c in info.cards}
     print(RESULT + json.dumps({"loaded": True, "load_s": round(info.load_s, 2), "layers": placed}), flush=True)
     request = GenerationRequest(
         messages=(Message("user", PROMPT),), max_tokens=spec["max_tokens"], temperature=0.0, seed=0
     )
-    for line in sys.stdin:  # "run" or "run N" (N tokens instead of max_tokens, for warm-ups)
-        words = line.split()
-        if words[:1] != ["run"]:
-            break
-        assert engine._llm is not None
-        engine._llm.reset()  # no KV-cache prefix reuse between runs: every run evaluates the whole prompt
-        text: list[str] = []
-        tokens = int(words[1]) if len(words) > 1 else spec["max_tokens"]
-        for event in engine.generate(replace(request, max_tokens=tokens), cancelled=lambda: False):
-            if isinstance(event, Token):
-                text.append(event.text)
-            elif isinstance(event, Done):
-                stats = event.stats.as_dict()
-        stats["text_crc"] = zlib.crc32("".join(text).encode())
-        print(RESULT + json.dumps(stats), flush=True)
+    for tokens in runs(engine, spec["max_tokens"]):
+        text, stats = generate(engine, replace(request, max_tokens=tokens))
+        print(RESULT + json.dumps({**stats, "text_crc": zlib.crc32(text.encode())}), flush=True)
     engine.close()
     return 0
+
+
+def engine_for(spec: dict[str, Any]) -> Any:
+    """The Engine (not loaded yet) a worker's `spec` describes: `model`, `cards` (none: every layer on the
+    host, a placement the bench accepts) and those of n_ctx, n_batch, n_ubatch, threads, tensor_split it holds."""
+    from app.engine import llamacpp as engine_mod
+    from app.engine.engine_config import EngineConfig
+
+    if not spec["cards"]:
+        engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore
+    knobs: dict[str, Any] = {key: spec[key] for key in ("n_ctx", "n_batch", "n_ubatch") if key in spec}
+    if "threads" in spec:
+        knobs["n_threads"] = spec["threads"]
+    if spec.get("tensor_split"):
+        knobs["tensor_split"] = tuple(spec["tensor_split"])
+    config = EngineConfig(model_path=Path(spec["model"]), model_name="bench", cards=tuple(spec["cards"]), **knobs)
+    return engine_mod.Engine(config)
+
+
+def runs(engine: Any, max_tokens: int) -> Iterator[int]:
+    """The tokens of each run asked for on stdin ('run', or 'run N' for N instead of `max_tokens`, as for a
+    warm-up), until a line that is not one; the engine's KV is cleared before each, so that every run
+    evaluates its whole prompt (no prefix reuse between runs)."""
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] != ["run"]:
+            return
+        forget(engine)
+        yield int(words[1]) if len(words) > 1 else max_tokens
+
+
+def forget(engine: Any) -> None:
+    """Drop every KV the engine holds: each slot's sequence and the host KV cache (resetting the Llama alone
+    left the batcher's slots holding the last prompt, and the next run reused all of it but one token)."""
+    import llama_cpp
+
+    batcher = engine.batcher
+    for slot in batcher.slots:
+        llama_cpp.llama_memory_seq_rm(batcher.memory, slot.seq, -1, -1)
+        slot.cache.clear()
+    batcher.host.clear()
+
+
+def generate(engine: Any, request: Any) -> tuple[str, dict[str, Any]]:
+    """One generation's text and its stats."""
+    from app.engine.events import Done, Token
+
+    text: list[str] = []
+    stats: dict[str, Any] = {}
+    for event in engine.generate(request, cancelled=lambda: False):
+        if isinstance(event, Token):
+            text.append(event.text)
+        elif isinstance(event, Done):
+            stats = event.stats.as_dict()
+    return "".join(text), stats
 
 
 class Worker:

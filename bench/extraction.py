@@ -160,21 +160,10 @@ def worker(spec: dict[str, Any]) -> int:
     from dataclasses import replace
 
     from app.engine import batcher
-    from app.engine import llamacpp as engine_mod
-    from app.engine.engine_config import EngineConfig
     from app.engine.lifecycle import die_with_parent
 
     die_with_parent()
-    if not spec["cards"]:  # in-process: no card to place layers on; the bench accepts an all-host placement
-        engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore
-    config = EngineConfig(
-        model_path=Path(spec["model"]),
-        model_name="bench",
-        cards=tuple(spec["cards"]),
-        n_ctx=spec["n_ctx"],
-        n_threads=spec["threads"],
-    )
-    engine = engine_mod.Engine(config)
+    engine = bench.engine_for(spec)
     info = engine.load()
     llm = engine._llm
     assert llm is not None
@@ -198,14 +187,9 @@ def worker(spec: dict[str, Any]) -> int:
         flush=True,
     )
     plan = iter(spec["plan"])
-    for line in sys.stdin:
-        words = line.split()
-        if words[:1] != ["run"]:
-            break
+    for tokens in bench.runs(engine, spec["max_tokens"]):
         side = next(plan)
-        llm.reset()  # no KV-cache prefix reuse between runs: every run evaluates the whole prompt
         timer.reset()
-        tokens = int(words[1]) if len(words) > 1 else spec["max_tokens"]
         result = generate(engine, replace(sides[side], max_tokens=tokens))
         result.update(
             side=side,
@@ -221,16 +205,7 @@ def worker(spec: dict[str, Any]) -> int:
 
 def generate(engine: Any, request: Any) -> dict[str, Any]:
     """One generation's stats, its text's CRC and head, and whether the text is a JSON object."""
-    from app.engine.events import Done, Token
-
-    text: list[str] = []
-    stats: dict[str, Any] = {}
-    for event in engine.generate(request, cancelled=lambda: False):
-        if isinstance(event, Token):
-            text.append(event.text)
-        elif isinstance(event, Done):
-            stats = event.stats.as_dict()
-    answer = "".join(text)
+    answer, stats = bench.generate(engine, request)
     try:
         is_json = isinstance(json.loads(answer), dict)
     except ValueError:

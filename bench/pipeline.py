@@ -8,7 +8,7 @@ holds up to `prompt_chunk` prompt tokens, so a prompt flows as a pipeline only w
 Starts four card agents once, then for each variant (one app each, same cards, one after another, the
 variants taking turns every round) sends prompts of about `--prompt-tokens` tokens that no earlier
 prompt shares (a new first line each), one at a time, and prints the median TTFT and its ratio to the
-first variant. Helpers (the app, the streaming client) are bench/concurrency.py's.
+first variant. The card agents, the app and the streaming client are bench/appliance.py's.
 """
 
 from __future__ import annotations
@@ -17,14 +17,10 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from concurrency import client, start_app  # bench/concurrency.py
-
-from app.settings import Settings
-from launcher.cluster import CardProcesses
+from appliance import app, card_agents, stream  # bench/appliance.py
 
 # name → (settings, what it shows)
 VARIANTS = {  # n_batch 512 each; a step holds up to 508 prompt tokens (512 - parallel) or prompt_chunk
@@ -43,9 +39,8 @@ def long_prompt(tag: str, tokens: int) -> str:
 def measure(url: str, tag: str, tokens: int, repeats: int) -> list[tuple[float, int]]:
     times = []
     for k in range(repeats):
-        out: dict[str, float] = {}
-        client(url, "", 2, out, time.perf_counter(), text=long_prompt(f"{tag}, prompt {k}", tokens))
-        times.append((out["ttft"], int(out["prompt_tokens"])))
+        seen = stream(url, long_prompt(f"{tag}, prompt {k}", tokens), 2)
+        times.append((seen.ttft, seen.prompt_tokens))
     return times
 
 
@@ -60,24 +55,12 @@ def main() -> int:
     results: dict[str, list[tuple[float, int]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        settings = Settings(
-            engine={"cards": [f"127.0.0.1:{args.first_port + i}" for i in range(4)]},
-            local_cards={"cache_dir": work / "cache", "threads": 1},
-        )
-        cards = CardProcesses(settings, log_dir=work)
-        cards.start_all()
-        try:
+        with card_agents(args.first_port, work) as cards:
             for r in range(args.rounds):
                 for name, (knobs, _) in VARIANTS.items():
-                    app, url = start_app(cards.endpoints, work, args.app_port, 4, knobs)
-                    try:
-                        client(url, "a warm-up", 4, {}, time.perf_counter())
+                    with app(cards, work, args.app_port, {"engine.parallel": "4", **knobs}) as url:
+                        stream(url, "A warm-up: write a long, detailed story about it.", 4)
                         results[name] += measure(url, f"Round {r + 1}, {name}", args.prompt_tokens, args.repeats)
-                    finally:
-                        app.terminate()
-                        app.wait(timeout=60)
-        finally:
-            cards.stop_all()
     base = statistics.median(t for t, _ in results[next(iter(VARIANTS))])
     print(f"{'variant':<24} {'prompt':>7} {'TTFT p50':>9} {'÷ first':>8}  what it shows")
     for name, (_, shows) in VARIANTS.items():

@@ -47,22 +47,11 @@ _SS_BYTES = re.compile(r"\bbytes_(sent|received):(\d+)")
 def worker(spec: dict[str, Any]) -> int:
     """Load the model onto the cards in `spec` and report; close it when stdin closes (the bench has
     read the connections' byte counts by then)."""
-    from app.engine.engine_config import EngineConfig
     from app.engine.lifecycle import die_with_parent
-    from app.engine.llamacpp import Engine
 
     die_with_parent()
     logging.basicConfig(level=logging.ERROR)  # llama's load-time warnings would interleave with the report
-    config = EngineConfig(
-        model_path=Path(spec["model"]),
-        model_name="bench",
-        cards=tuple(spec["cards"]),
-        n_ctx=spec["n_ctx"],
-        n_batch=spec["n_batch"],
-        n_ubatch=spec["n_ubatch"],
-        n_threads=spec["n_threads"],
-    )
-    engine = Engine(config)
+    engine = bench.engine_for(spec)
     wall, cpu = time.monotonic(), time.process_time()
     info = engine.load()
     result = {
@@ -301,7 +290,7 @@ def main() -> int:
         return 2
     endpoints = [f"127.0.0.1:{args.first_port + i}" for i in range(4)]
     spec = {"model": args.model, "cards": endpoints, "n_ctx": args.n_ctx, "n_batch": 512, "n_ubatch": 512}
-    spec["n_threads"] = args.threads
+    spec["threads"] = args.threads
     read_through(Path(args.model))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks on SIGTERM too

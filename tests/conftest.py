@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
 from tests.harness import ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -107,3 +108,14 @@ def engine_cards(work_dir: Path) -> Iterator[CardProcesses]:
     cards.start_all()
     yield cards
     cards.stop_all()
+
+
+# -- engines on the two engine cards (tests/test_engine*.py) ------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def engine_host(engine_cards: CardProcesses) -> Iterator[EngineHost]:
+    """The engine the test_engine* module at hand asks for, on the engine cards (tests/engine_host.py)."""
+    host = EngineHost(engine_cards)
+    yield host
+    host.close()

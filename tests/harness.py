@@ -6,6 +6,7 @@ from a free one), so that a running `make run` is left alone and no outgoing con
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -217,3 +218,9 @@ def metric(appliance: Appliance, name: str) -> float:
         if key == name:
             return float(value)
     raise AssertionError(f"{name} not in /metrics")
+
+
+def shared_words(a: str, b: str) -> int:
+    """How many words two answers share from their start (how long a batched answer stays its solo one)."""
+    pairs = zip(a.split(), b.split(), strict=False)
+    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], pairs))

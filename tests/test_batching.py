@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.harness import API_KEY, Appliance, get_json, metric, wait_until
+from tests.harness import API_KEY, Appliance, get_json, metric, shared_words, wait_until
 
 PROMPTS = [
     "Describe a lighthouse at night.",
@@ -111,15 +111,6 @@ def solo(appliance: Appliance, prompt: str, *, max_tokens: int) -> str:
     return run.text
 
 
-def common_words(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a.split(), b.split(), strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: Appliance) -> None:
     alone = [solo(appliance, p, max_tokens=48) for p in PROMPTS]
     runs = at_once(appliance, PROMPTS, max_tokens=48)
@@ -134,9 +125,9 @@ def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: App
     # test_engine_service measured a split after 5 words). Sequences mixing would part from the first
     # token on and resemble another prompt's answer more than their own.
     for i, batched in enumerate(runs):
-        own = common_words(batched.text, alone[i])
+        own = shared_words(batched.text, alone[i])
         assert own >= min(4, len(alone[i].split())), f"{PROMPTS[i]!r}: batched {batched.text!r} vs {alone[i]!r}"
-        assert all(own > common_words(batched.text, other) for j, other in enumerate(alone) if j != i)
+        assert all(own > shared_words(batched.text, other) for j, other in enumerate(alone) if j != i)
     identical = sum(r.text == s for r, s in zip(runs, alone, strict=True))
     print(f"batched answers identical to their solo answers: {identical} of 4")
 
@@ -249,7 +240,9 @@ def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot
 def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(appliance: Appliance) -> None:
     streaming = [Run() for _ in range(3)]
     threads = [
-        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 400})
+        # 160 tokens outlast the ~20 pieces, the calm 1.5 s and the read (one token a step, ~24 steps of 128
+        # prompt tokens): each stream still streams after the newcomer's first token (checked below)
+        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 160})
         for p, r in zip(PROMPTS[:3], streaming, strict=True)
     ]
     for thread in threads:
@@ -267,6 +260,7 @@ def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(ap
     assert newcomer.error is None and 2700 <= newcomer.prompt_tokens <= 3600, newcomer
     assert all(r.error is None and r.finish == "length" for r in streaming), streaming
     assert newcomer.first_at is not None
+    assert all(r.pieces[-1] > newcomer.first_at for r in streaming), "a stream ended before the prompt was read"
     calm = max(r.largest_gap(calm_from, newcomer.started) for r in streaming)
     during = max(r.largest_gap(newcomer.started, newcomer.first_at) for r in streaming)
     reading = newcomer.ttft

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,25 +11,13 @@ from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, GenerationRequest, Message, Token
 from app.settings import DEMO_MODEL
 from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
 from tests.harness import get_json
 
 
 @pytest.fixture(scope="module")
-def engine(engine_cards: CardProcesses) -> Iterator[object]:
-    from app.engine.llamacpp import Engine
-
-    engine = Engine(
-        EngineConfig(
-            model_path=DEMO_MODEL,
-            model_name="demo",
-            cards=tuple(engine_cards.endpoints),
-            n_ctx=2048,
-            prompt_chunk=64,
-        )
-    )
-    engine.load()
-    yield engine
-    engine.close()
+def engine(engine_host: EngineHost) -> object:
+    return engine_host.engine(n_ctx=2048)
 
 
 def ask(text: str, **options: object) -> GenerationRequest:

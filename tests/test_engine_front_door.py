@@ -5,37 +5,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Message, Queued, Reading, Token
 from app.engine.follow import follow
 from app.engine.service import EngineService
 from app.errors import QuartetError
-from app.settings import DEMO_MODEL
-from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
 
 N_CTX = 1024
 
 
 @pytest.fixture(scope="module")
-def engine(engine_cards: CardProcesses) -> Iterator[EngineService]:
-    config = EngineConfig(
-        model_path=DEMO_MODEL,
-        model_name="demo",
-        cards=tuple(engine_cards.endpoints),
-        n_ctx=N_CTX,
-        prompt_chunk=64,
-        parallel=2,
-    )
-    service = EngineService(config, isolated=True)
-    service.start()
-    assert service.wait_ready(180), service.status().message
-    yield service
-    service.stop()
+def engine(engine_host: EngineHost) -> EngineService:
+    service: EngineService = engine_host.service(isolated=True, n_ctx=N_CTX, parallel=2)
+    return service
 
 
 def ask(text: str, max_tokens: int = 8) -> GenerationRequest:
@@ -83,8 +69,8 @@ def test_an_answer_with_a_free_slot_is_read_at_once_and_never_told_to_wait(engin
 
 
 def test_with_every_slot_full_the_next_answers_wait_then_are_read(engine: EngineService) -> None:
-    # the two slots are given back one at a time (80 tokens, then 160): each waiting answer moves up in turn
-    long = [watch(engine, ask(f"Tell a long story about ship number {i}.", max_tokens=80 * (i + 1))) for i in range(2)]
+    # the two slots are given back one at a time (40 tokens, then 80): each waiting answer moves up in turn
+    long = [watch(engine, ask(f"Tell a long story about ship number {i}.", max_tokens=40 * (i + 1))) for i in range(2)]
     deadline = time.monotonic() + 120
     while not all("Token" in w.kinds() for w in long) and time.monotonic() < deadline:
         time.sleep(0.02)  # both slots are generating now

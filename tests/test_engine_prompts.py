@@ -4,15 +4,12 @@ plain completion's prompt as written, and a request's tools through a chat templ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.engine.engine_config import EngineConfig
 from app.engine.events import GenerationRequest, Message
-from app.settings import DEMO_MODEL
-from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
 from tests.test_openai_tools import TOOLS_TEMPLATE
 
 TOOLS = json.dumps(
@@ -31,24 +28,10 @@ LISTING = "You can call tools. Each tool is listed with its name: get_weather (t
 
 
 @pytest.fixture(scope="module")
-def engine(engine_cards: CardProcesses, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from app.engine.llamacpp import Engine
-
+def engine(engine_host: EngineHost, tmp_path_factory: pytest.TempPathFactory) -> object:
     templates: Path = tmp_path_factory.mktemp("templates")
     (templates / "tools.jinja").write_text(TOOLS_TEMPLATE, encoding="utf-8")
-    engine = Engine(
-        EngineConfig(
-            model_path=DEMO_MODEL,
-            model_name="demo",
-            cards=tuple(engine_cards.endpoints),
-            n_ctx=1024,
-            template_dir=templates,
-            chat_template="tools.jinja",
-        )
-    )
-    engine.load()
-    yield engine
-    engine.close()
+    return engine_host.engine(n_ctx=1024, template=(templates, "tools.jinja"))
 
 
 def tokens(engine: object, **fields: object) -> int:

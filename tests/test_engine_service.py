@@ -5,36 +5,23 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import jsonschema
 import pytest
 
-from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, Failed, GenerationRequest, Message, Queued, Reading, Token
 from app.engine.follow import follow as follow_ticket
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
-from app.settings import DEMO_MODEL
-from launcher.cluster import CardProcesses
+from tests.engine_host import EngineHost
+from tests.harness import shared_words
 
 
 @pytest.fixture(scope="module")
-def service(engine_cards: CardProcesses) -> Iterator[EngineService]:
-    config = EngineConfig(
-        model_path=DEMO_MODEL,
-        model_name="demo",
-        cards=tuple(engine_cards.endpoints),
-        n_ctx=2048,
-        prompt_chunk=64,
-        parallel=3,
-    )
-    engine = EngineService(config, isolated=False)
-    engine.start()
-    assert engine.wait_ready(180), engine.status().message
-    yield engine
-    engine.stop()
+def service(engine_host: EngineHost) -> EngineService:
+    engine: EngineService = engine_host.service(isolated=False, n_ctx=2048, parallel=3)
+    return engine
 
 
 @dataclass
@@ -65,17 +52,14 @@ def follow(ticket: Ticket, *, cancel_after: int = 0) -> Followed:
     raise AssertionError("the events ended without Done or Failed")
 
 
-def shared_words(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a.split(), b.split(), strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def ask(text: str, **options: object) -> GenerationRequest:
     return GenerationRequest(messages=(Message("user", text),), temperature=0.0, **options)  # type: ignore[arg-type]
+
+
+def then(asked: GenerationRequest, answer: str, question: str) -> GenerationRequest:
+    """The conversation's next turn: what was asked, the answer, and a question about it (8 tokens, temperature 0)."""
+    turns = (*asked.messages, Message("assistant", answer), Message("user", question))
+    return GenerationRequest(messages=turns, max_tokens=8, temperature=0.0)
 
 
 def side_by_side(service: EngineService, requests: list[GenerationRequest], **kw: int) -> list[Followed]:
@@ -102,7 +86,7 @@ def test_three_answers_generate_together_each_with_its_own_options(service: Engi
         "additionalProperties": False,
     }
     requests = [
-        ask("Tell a long story about the sea.", max_tokens=60),
+        ask("Tell a long story about the sea.", max_tokens=30),
         ask("Describe one colour as JSON.", max_tokens=40, json_schema=json.dumps(schema)),
         ask("Count from one to twenty in words, separated by commas.", max_tokens=80, stop=("seven",)),
     ]
@@ -110,7 +94,7 @@ def test_three_answers_generate_together_each_with_its_own_options(service: Engi
     together = side_by_side(service, requests)
     assert max(r.first_at or 0 for r in together) < min(r.ended_at for r in together), "not generated together"
     story, colour, counting = together
-    assert isinstance(story.end, Done) and story.end.stats.generated_tokens == 60
+    assert isinstance(story.end, Done) and story.end.stats.generated_tokens == 30
     assert isinstance(colour.end, Done) and colour.end.stats.finish_reason == "stop"
     jsonschema.validate(json.loads(colour.text), schema)
     assert "seven" not in counting.text.lower() and isinstance(counting.end, Done)
@@ -128,13 +112,13 @@ def test_three_answers_generate_together_each_with_its_own_options(service: Engi
 
 
 def test_cancelling_one_answer_leaves_the_others_to_their_end(service: EngineService) -> None:
-    requests = [ask("Tell a long story about a forest.", max_tokens=120) for _ in range(3)]
+    requests = [ask("Tell a long story about a forest.", max_tokens=40) for _ in range(3)]
     results = side_by_side(service, requests, cancel=0, cancel_after=3)
     cancelled, *others = results
     assert isinstance(cancelled.end, Done) and cancelled.end.stats.finish_reason == "cancelled"
     assert cancelled.end.stats.generated_tokens <= 6
     for other in others:
-        assert isinstance(other.end, Done) and other.end.stats.generated_tokens == 120
+        assert isinstance(other.end, Done) and other.end.stats.generated_tokens == 40
 
 
 def test_beyond_the_slots_answers_wait_with_their_position(service: EngineService) -> None:
@@ -156,11 +140,7 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
     said = follow(service.submit(first))
     others = side_by_side(service, [ask(f"Say {w}.", max_tokens=4) for w in ("yes", "no")])
     assert all(isinstance(o.end, Done) for o in others)
-    follow_up = GenerationRequest(
-        messages=(*first.messages, Message("assistant", said.text), Message("user", "What number?")),
-        max_tokens=8,
-        temperature=0.0,
-    )
+    follow_up = then(first, said.text, "What number?")
     again = follow(service.submit(follow_up))
     assert isinstance(again.end, Done)
     assert again.end.stats.cached_tokens > 200, again.end.stats
@@ -168,7 +148,7 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
 
 def test_background_work_takes_one_slot_and_people_go_first(service: EngineService) -> None:
     batch = [
-        ask(f"Summarise part {i} of a long report about bridges.", max_tokens=40, background=True) for i in range(3)
+        ask(f"Summarise part {i} of a long report about bridges.", max_tokens=20, background=True) for i in range(3)
     ]
     person = ask("Hello, who are you?", max_tokens=12)
     results = side_by_side(service, [*batch, person])
@@ -190,11 +170,7 @@ def test_a_conversation_whose_slot_was_taken_gets_its_kv_back_from_host_memory(s
         service, [ask(f"Write a poem about the number {w}. " * 12, max_tokens=4) for w in ("one", "two", "three")]
     )  # every slot taken by another prompt
     assert all(isinstance(o.end, Done) for o in others)
-    follow_up = GenerationRequest(
-        messages=(*history.messages, Message("assistant", said.text), Message("user", "Which hall?")),
-        max_tokens=8,
-        temperature=0.0,
-    )
+    follow_up = then(history, said.text, "Which hall?")
     again = follow(service.submit(follow_up))
     after = service.status()
     in_slot = follow(service.submit(follow_up))  # the same prompt again: now its slot holds it
@@ -241,6 +217,8 @@ def test_a_person_asking_during_an_extraction_batch_starts_within_one_step(servi
     time.sleep(0.3)  # the batch's first part is decoding
     asked = time.monotonic()
     chatted = follow(service.submit(person))
+    for ticket in tickets:  # the rest of the batch shows nothing more (a part the person waited for had ended)
+        ticket.cancel()
     for thread in threads:
         thread.join(timeout=300)
     assert isinstance(chatted.end, Done) and all(isinstance(r.end, Done) for r in results)

@@ -4,7 +4,6 @@ pages the text confirms, refusals before any model call, and the cap and timeout
 from __future__ import annotations
 
 import re
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import is_grounded
 from app.extraction.json_schema import load_templates
-from tests.harness import API_KEY, Appliance, wait_until
+from tests.harness import Appliance, metric, wait_until
 from tests.library import datasheet
 
 TEMPLATES = load_templates(Path(__file__).resolve().parent.parent / "assets" / "schemas")
@@ -45,15 +44,6 @@ INVOICE_ZH = """发票
 税额：160.49元
 价税合计：1,394.99元
 """
-
-
-def metric(appliance: Appliance, name: str) -> float:
-    ask = urllib.request.Request(f"{appliance.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
-    with urllib.request.urlopen(ask, timeout=5) as response:
-        text = response.read().decode()
-    match = re.search(rf"^{name} ([\d.e+]+)$", text, re.MULTILINE)
-    assert match, f"{name} not in /metrics"
-    return float(match.group(1))
 
 
 @pytest.fixture(scope="module")

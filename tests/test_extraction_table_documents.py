@@ -19,9 +19,8 @@ from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import normalise
 from app.extraction.json_schema import check_schema, format_checker
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, metric, wait_until
 from tests.table_documents import Known, chinese_invoice, invoice, lab_report, pdf
-from tests.test_extraction import metric
 
 # The share of the known cells the 270M demo model got, measured here (lab report: 0.50, 6 of 12 rows
 # in the 384-token cap; invoice: 0.08 (4 of 48), six rows cut at 240 tokens with wrong descriptions), with room

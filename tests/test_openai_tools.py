@@ -45,6 +45,15 @@ TIME: ChatCompletionFunctionToolParam = {
     },
 }
 ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the weather in Paris?"}]
+# one call to get_weather, required: the answer streamed or not
+REQUIRED_WEATHER: dict[str, Any] = {
+    "messages": ASK,
+    "tools": [WEATHER],
+    "tool_choice": "required",
+    "max_tokens": 160,
+    "temperature": 0,
+    "parallel_tool_calls": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +72,7 @@ def valid_call(call: Any, tool: ChatCompletionFunctionToolParam) -> None:
 
 
 def test_required_tool_choice_gives_a_call_whose_arguments_match(api: openai.OpenAI) -> None:
-    reply = api.chat.completions.create(
-        model=model(api),
-        messages=ASK,
-        tools=[WEATHER],
-        tool_choice="required",
-        max_tokens=160,
-        temperature=0,
-        parallel_tool_calls=False,
-    )
+    reply = api.chat.completions.create(model=model(api), stream=False, **REQUIRED_WEATHER)
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
     assert choice.message.tool_calls and len(choice.message.tool_calls) == 1  # parallel_tool_calls=False
@@ -95,16 +96,7 @@ def test_a_named_tool_is_the_one_called(api: openai.OpenAI) -> None:
 
 
 def test_streamed_tool_calls_assemble_as_the_client_expects(api: openai.OpenAI) -> None:
-    stream = api.chat.completions.create(
-        model=model(api),
-        messages=ASK,
-        tools=[WEATHER],
-        tool_choice="required",
-        max_tokens=160,
-        temperature=0,
-        stream=True,
-        parallel_tool_calls=False,
-    )
+    stream = api.chat.completions.create(model=model(api), stream=True, **REQUIRED_WEATHER)
     calls: dict[int, dict[str, str]] = {}
     finish = None
     for chunk in stream:

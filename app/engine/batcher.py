@@ -22,9 +22,9 @@ import llama_cpp
 from app.engine import logprobs
 from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.grammar import grammar_for
-from app.engine.kv_host import MIN_SAVE, HostKvCache, usable
+from app.engine.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
 from app.engine.meter import CacheUse
-from app.engine.slots import Answer, Batch, Sampler, Slot, common_prefix
+from app.engine.slots import Answer, Batch, Sampler, Slot
 
 MIN_ROOM = 8  # tokens an answer needs at least after its prompt
 MAX_RUNS = 2  # runs of KV cells a sequence may take and still be copied out with f16 V (see _save)
@@ -121,7 +121,7 @@ class Batcher:
 
     def _held(self, slot: Slot, prompt: list[int]) -> int:
         """Prompt tokens whose KV the slot's sequence holds and can keep (one token is always fed, for logits)."""
-        common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)
+        common = min(shared_prefix(slot.cache, prompt), len(prompt) - 1)
         return usable(common, len(slot.cache), self.host.pos_min(slot.seq), self.host.n_swa)
 
     def _keep_prefix(self, slot: Slot, prompt: list[int]) -> int:

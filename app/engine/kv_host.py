@@ -33,6 +33,7 @@ def usable(common: int, held: int, pos_min: int, n_swa: int) -> int:
 
 
 def shared_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens `a` and `b` share from their start (a slot's or a host entry's KV and a prompt)."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:

@@ -146,15 +146,6 @@ class Slot:
     runs: int = 1  # runs of KV cells `cache` takes, at most (a step shared with other answers starts one)
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class Batch:
     """A llama_batch filled token by token: one sequence id per token, logits where asked."""
 
