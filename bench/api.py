@@ -39,7 +39,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        with card_agents(args.first_port, work) as cards, app(cards, work) as url:
+        with card_agents(args.first_port, work) as cards, app(cards.endpoints, work) as url:
             status = Client(url, verbose=False)
             one_run(url, status, 16)  # warm-up
             rows = [one_run(url, status, args.max_tokens) for _ in range(args.runs)]

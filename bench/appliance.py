@@ -63,7 +63,7 @@ def stream(url: str, text: str, max_tokens: int, *, started: float | None = None
 
 
 @contextmanager
-def card_agents(first_port: int, work: Path) -> Iterator[list[str]]:
+def card_agents(first_port: int, work: Path) -> Iterator[CardProcesses]:
     """Four card agents (one thread each) on loopback RPC ports from `first_port` (health +1000)."""
     settings = Settings(
         engine={"cards": [f"127.0.0.1:{first_port + i}" for i in range(4)]},
@@ -72,7 +72,7 @@ def card_agents(first_port: int, work: Path) -> Iterator[list[str]]:
     cards = CardProcesses(settings, log_dir=work)
     cards.start_all()
     try:
-        yield cards.endpoints
+        yield cards
     finally:
         cards.stop_all()
 

@@ -6,12 +6,15 @@ Starts four card agents and the app (engine worker, `parallel` slots) on loopbac
 then for each client count streams that many different prompts at once through
 /v1/chat/completions (temperature 0). For each round: aggregate tokens/s = every client's completion
 tokens ÷ the time from the first client's first token to the last client's last token, and each
-client's time to first token. Prints the table and the ratios to one client, all from one run.
+client's time to first token. Prints the table and the ratios to one client, all from one run, with what
+limits them on this machine: the cores the whole bench (cards, app, engine worker, clients) kept busy, of
+the machine's, and the last card's CPU ms per generated token (it holds the 262k-token output matrix).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -55,6 +58,38 @@ def one_round(url: str, n: int, max_tokens: int, tag: str) -> tuple[float, list[
     return tokens / (max(lasts) - min(firsts)), [s.ttft for s in done], tokens
 
 
+def cpu_seconds(root: int) -> float:
+    """CPU time (user + system) of `root` and every process below it, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += parents.get(pid, [])
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measured(
+    url: str, n: int, max_tokens: int, tag: str, last_card: int
+) -> tuple[float, list[float], int, float, float]:
+    """`one_round`, with the cores the whole bench kept busy over it and the last card's CPU ms per token."""
+    before, card_before, wall = cpu_seconds(os.getpid()), cpu_seconds(last_card), time.perf_counter()
+    rate, ttfts, tokens = one_round(url, n, max_tokens, tag)
+    busy = (cpu_seconds(os.getpid()) - before) / (time.perf_counter() - wall)
+    return rate, ttfts, tokens, busy, 1000 * (cpu_seconds(last_card) - card_before) / tokens
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -71,23 +106,28 @@ def main() -> int:
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     knobs = {"engine.parallel": str(args.parallel)}
-    results: dict[int, list[tuple[float, list[float], int]]] = {n: [] for n in counts}
+    results: dict[int, list[tuple[float, list[float], int, float, float]]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        with card_agents(args.first_port, work) as cards, app(cards, work, args.app_port, knobs) as url:
+        with card_agents(args.first_port, work) as cards, app(cards.endpoints, work, args.app_port, knobs) as url:
+            last_card = cards.procs[len(cards.procs) - 1].pid
             stream(url, "A warm-up: write a long, detailed story about it.", 16)  # a topic no round asks about
             for r in range(args.rounds):
                 for n in counts:
-                    results[n].append(one_round(url, n, args.max_tokens, f"Round {r + 1} of {n}"))
+                    results[n].append(measured(url, n, args.max_tokens, f"Round {r + 1} of {n}", last_card))
     base = statistics.median(r[0] for r in results[counts[0]])
-    print(f"{'clients':>7} {'tokens':>7} {'agg tok/s':>10} {'÷ 1 client':>11} {'TTFT p50':>9} {'TTFT p95':>9}")
+    print(
+        f"{'clients':>7} {'tokens':>7} {'agg tok/s':>10} {'÷ 1 client':>11} {'TTFT p50':>9} {'TTFT p95':>9} "
+        f"{'cores busy':>10} {'last card ms/tok':>16}"
+    )
     for n in counts:
         rate = statistics.median(r[0] for r in results[n])
         ttfts = [t for r in results[n] for t in r[1]]
         tokens = int(statistics.median(r[2] for r in results[n]))
         print(
             f"{n:>7} {tokens:>7} {rate:>10.1f} {rate / base:>11.2f} {percentile(ttfts, 0.5):>9.2f} "
-            f"{percentile(ttfts, 0.95):>9.2f}"
+            f"{percentile(ttfts, 0.95):>9.2f} {statistics.median(r[3] for r in results[n]):>10.2f} "
+            f"{statistics.median(r[4] for r in results[n]):>16.1f}"
         )
     return 0
 

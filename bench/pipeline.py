@@ -58,7 +58,7 @@ def main() -> int:
         with card_agents(args.first_port, work) as cards:
             for r in range(args.rounds):
                 for name, (knobs, _) in VARIANTS.items():
-                    with app(cards, work, args.app_port, {"engine.parallel": "4", **knobs}) as url:
+                    with app(cards.endpoints, work, args.app_port, {"engine.parallel": "4", **knobs}) as url:
                         stream(url, "A warm-up: write a long, detailed story about it.", 4)
                         results[name] += measure(url, f"Round {r + 1}, {name}", args.prompt_tokens, args.repeats)
     base = statistics.median(t for t, _ in results[next(iter(VARIANTS))])

@@ -237,6 +237,31 @@ def test_a_long_conversation_gets_its_cache_back_after_four_others_took_its_slot
     assert second.ttft <= 0.35 * first.ttft, (first.ttft, second.ttft)
 
 
+def test_the_host_kv_cache_counts_nothing_once_the_engine_is_rebuilt(appliance: Appliance) -> None:
+    """The host KV cache lives in the engine worker: when a card fault rebuilds the engine it is gone, and
+    /metrics says so (it used to keep the old worker's figures until the next answer was placed)."""
+    first = Run()
+    stream(appliance, report(40), first, max_tokens=4)
+    assert first.error is None, first.error
+    others = at_once(appliance, [f"{topic} Tell me more about it." * 8 for topic in PROMPTS], max_tokens=4)
+    assert all(r.error is None for r in others), [r.error for r in others]
+    assert metric(appliance, "quartet_engine_kv_host_entries") >= 1  # the report left its slot for host memory
+    assert metric(appliance, "quartet_engine_kv_host_bytes") > 0
+    cards, victim = appliance.cards, 1
+    running = Run()
+    thread = threading.Thread(target=stream, args=(appliance, PROMPTS[0], running), kwargs={"max_tokens": 400})
+    thread.start()
+    wait_until(lambda: running.first_at, timeout=120)
+    cards.kill(victim)  # the running answer fails, and the worker (with its host KV cache) is rebuilt
+    thread.join(timeout=60)
+    assert running.error is not None
+    cards.start(victim)
+    cards.wait_healthy(victim)
+    wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
+    assert metric(appliance, "quartet_engine_kv_host_bytes") == 0
+    assert metric(appliance, "quartet_engine_kv_host_entries") == 0
+
+
 def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(appliance: Appliance) -> None:
     streaming = [Run() for _ in range(3)]
     threads = [

@@ -4,6 +4,7 @@ cache of its layers, and a refusal that names the card and the numbers."""
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -129,3 +130,16 @@ def test_the_demo_models_shares_are_what_llama_placed() -> None:
 def test_a_kv_type_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="KV cache type 'q3' is not one of"):
         catalog.needs(config(make_gguf(tmp_path / "made.gguf"), kv_type="q3"))
+
+
+def test_the_kv_cache_counted_is_what_llama_allocated_on_each_card() -> None:
+    """Against llama's log of the demo model loaded with parallel 4 × n_ctx 2048 over four cards
+    (tests/data/llama_kv_rpc.log): one unified cache of 8,192 cells, sliding-window layers full size too."""
+    log = (Path(__file__).parent / "data" / "llama_kv_rpc.log").read_text()
+    allocated: dict[str, float] = {}
+    for endpoint, mib in re.findall(r"\[([^\]]+)\] KV buffer size =\s+([\d.]+) MiB", log):
+        allocated[endpoint] = allocated.get(endpoint, 0.0) + float(mib) * MIB
+    assert "using full-size SWA cache" in log and len(allocated) == 4
+    cards = tuple(sorted(allocated))
+    _, need = catalog.needs(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=cards, parallel=4, n_ctx=2048))
+    assert [n.kv for n in need] == [allocated[card] for card in cards]  # 40, 40, 40 and 24 MiB

@@ -83,6 +83,11 @@ class CacheMeter:
             v["cached_tokens_total"] += use.cached
             v["kv_host_bytes"], v["kv_host_entries"] = use.host_bytes, use.host_entries
 
+    def emptied(self) -> None:
+        """A new backend starts with an empty host KV cache (the old one's went with its process)."""
+        with self._lock:
+            self._values["kv_host_bytes"] = self._values["kv_host_entries"] = 0
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._values)

@@ -36,7 +36,10 @@ class EngineService:
     def __init__(
         self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32, background_slots: int = 1
     ) -> None:
-        self.supervisor = BackendSupervisor(config, isolated=isolated, on_change=self._wake, on_lost=self._fail_jobs)
+        self.cache = CacheMeter()  # prefix reuse and the host KV cache (kv_host.py)
+        self.supervisor = BackendSupervisor(
+            config, isolated=isolated, on_change=self._wake, on_lost=self._fail_jobs, on_new_backend=self.cache.emptied
+        )
         self.max_queue = max_queue
         self.background_slots = max(1, background_slots)
         self.tally = Tally()
@@ -46,7 +49,6 @@ class EngineService:
         self._running: dict[int, Ticket] = {}  # answers in the backend's slots, by job id
         self._ids = itertools.count(1)
         self._stopped = False
-        self.cache = CacheMeter()  # prefix reuse and the host KV cache (kv_host.py)
         self._hold: Callable[[], str | None] = lambda: None
         self._held_for: str | None = None
         self._switching: str | None = None

@@ -48,11 +48,13 @@ class BackendSupervisor:
         isolated: bool,
         on_change: Callable[[], None] = lambda: None,
         on_lost: OnLost = lambda err, jobs: None,
+        on_new_backend: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.isolated = isolated
         self._on_change = on_change
         self._on_lost = on_lost
+        self._on_new_backend = on_new_backend  # what the old backend held (its host KV cache) is gone
         self._cond = threading.Condition()
         self._backend: Backend | None = None
         self._state: State = "starting"
@@ -172,6 +174,7 @@ class BackendSupervisor:
 
     def _make_backend(self) -> Backend:
         home = WorkerBackend if self.isolated else InProcessBackend
+        self._on_new_backend()
         return home(self.config, self._lost)
 
     def _lost(self, backend: Backend, err: WorkerLost, jobs: list[int]) -> None:
