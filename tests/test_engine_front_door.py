@@ -87,7 +87,9 @@ def test_with_every_slot_full_the_next_answers_wait_then_are_read(engine: Engine
         assert kinds.index("Reading") > max(i for i, k in enumerate(kinds) if k == "Queued")  # read after waiting
         assert kinds.index("Reading") < kinds.index("Token"), kinds
     first_free = min(w.first(Done) for w in long)
-    assert third.first(Reading) >= first_free  # it got its slot only when one was given back
+    # it got its slot only when one was given back; the two watcher threads stamp the events as they take
+    # them, so the later event can be stamped first by a few µs (80 µs seen): 10 ms is well under one step
+    assert third.first(Reading) >= first_free - 0.01
 
 
 def test_token_counts_come_through_the_worker_and_are_exact(engine: EngineService) -> None:
