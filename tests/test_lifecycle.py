@@ -35,15 +35,20 @@ def ours() -> set[str]:
     return {t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith(OURS)}
 
 
-def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp_path: Path) -> None:
-    # Cards nobody listens on: the engine waits for them, which is enough to have every loop running.
-    cards = [f"127.0.0.1:{30880 + PORT_OFFSET + i}" for i in range(2)]
-    settings = Settings(
+def unused_cards(tmp_path: Path, first_port: int) -> Settings:
+    """Settings on two cards nobody listens on: the engine waits for them, which is enough to have every
+    loop running."""
+    cards = [f"127.0.0.1:{first_port + PORT_OFFSET + i}" for i in range(2)]
+    return Settings(
         data_dir=tmp_path / "var",
         knowledge={"dir": tmp_path / "kb"},
         engine={"cards": cards},
         telemetry={"poll_s": 0.2},
     )
+
+
+def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp_path: Path) -> None:
+    settings = unused_cards(tmp_path, 30880)
     ctx = build_context(settings)
     order = [type(s).__name__ for s in ctx.background()]
     assert order == ["CardMonitor", "EngineService", "KnowledgeService", "ExtractionService"]
@@ -61,13 +66,7 @@ def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp
 
 
 def test_leaving_the_stack_closes_the_database_and_checkpoints_its_wal(tmp_path: Path) -> None:
-    cards = [f"127.0.0.1:{30890 + PORT_OFFSET + i}" for i in range(2)]
-    settings = Settings(
-        data_dir=tmp_path / "var",
-        knowledge={"dir": tmp_path / "kb"},
-        engine={"cards": cards},
-        telemetry={"poll_s": 0.2},
-    )
+    settings = unused_cards(tmp_path, 30890)
     ctx = build_context(settings)
     wal = Path(f"{settings.db_path}-wal")
     with ExitStack() as running:
