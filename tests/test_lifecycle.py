@@ -31,8 +31,13 @@ class Noted:
         self.stopped.append(type(self.service).__name__)
 
 
-def ours() -> set[str]:
-    return {t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith(OURS)}
+def ours() -> set[threading.Thread]:
+    """Our services' threads alive now (the objects: another test's service may have left one of a name)."""
+    return {t for t in threading.enumerate() if t.is_alive() and t.name.startswith(OURS)}
+
+
+def names(threads: set[threading.Thread]) -> set[str]:
+    return {t.name for t in threads}
 
 
 def unused_cards(tmp_path: Path, first_port: int) -> Settings:
@@ -56,12 +61,12 @@ def test_leaving_the_stack_stops_every_background_service_last_started_first(tmp
     stopped: list[str] = []
     with ExitStack() as running:
         start_all(running, [Noted(s, stopped) for s in ctx.background()], timeout=5.0)
-        started = ours() - before
+        started = names(ours() - before)
         assert {"card-monitor", "engine-dispatch", "knowledge-watcher", "extraction"} <= started, started
     deadline = time.monotonic() + 10
     while ours() - before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not ours() - before, f"still running after the stack closed: {ours() - before}"
+    assert not ours() - before, f"still running after the stack closed: {names(ours() - before)}"
     assert stopped == list(reversed(order))
 
 
