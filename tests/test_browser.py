@@ -7,15 +7,14 @@ from typing import Any
 
 import pytest
 
+from tests.browser_helpers import open_chat, open_tab
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
 
 
 def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(appliance.url, wait_until="load")
-    page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    page = open_chat(browser, appliance.url, 1280, 900)
     header = page.locator("#q-header")
     header.get_by_text("ready").wait_for(timeout=15_000)
     assert header.locator(".q-card.q-up").count() == 4
@@ -43,9 +42,7 @@ def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: App
 def test_cards_tab_shows_a_panel_per_card(
     browser: Any, appliance: Appliance, artifacts: Path, size: tuple[int, int]
 ) -> None:
-    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Cards").click()
+    page = open_tab(browser, appliance.url, "Cards", size[0], size[1])
     panels = page.locator("#card-panels .q-panel")
     panels.first.wait_for(timeout=15_000)
     assert panels.count() == 4
@@ -107,9 +104,7 @@ def test_drop_a_pdf_then_ask_and_see_a_cited_answer(
 
     pdf = tmp_path / "quick-start.pdf"
     pdf.write_bytes(quick_start())
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Documents").click()
+    page = open_tab(browser, appliance.url, "Documents", 1280, 1000)
     page.locator("#upload input[type=file]").set_input_files(str(pdf))
     page.wait_for_function(
         "() => /quick-start\\.pdf[\\s\\S]*\\bindexed\\b/.test(document.querySelector('#documents').innerText)",
@@ -146,9 +141,7 @@ def test_extract_with_a_template_see_the_table_and_export_csv(
         timeout=120,
         every=0.5,
     )
-    page = browser.new_page(viewport={"width": 1280, "height": 1200})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Extraction").click()
+    page = open_tab(browser, appliance.url, "Extraction", 1280, 1200)
     page.locator("#extract-template input").click()
     page.get_by_role("option", name="Invoice", exact=True).click()
     page.locator("#extract-docs input").click()
@@ -253,9 +246,7 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
         timeout=120,
         every=0.5,
     )
-    page = browser.new_page(viewport={"width": 1280, "height": 1400})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Extraction").click()
+    page = open_tab(browser, appliance.url, "Extraction", 1280, 1400)
     page.locator("#extract-template input").click()
     page.get_by_role("option", name="Lab report", exact=True).click()
     page.locator("#extract-docs input").click()
