@@ -147,6 +147,27 @@ def forget(appliance: Appliance, *doc_ids: int) -> None:
         c.predict(doc_id, api_name="/delete_document")
 
 
+def stopped(page: Any, stop: str, shown: str, what: str) -> None:
+    """Press the Stop button `stop`: the text in `shown` says "stopped" and does not grow after."""
+    page.locator(stop).click()
+    page.locator(shown).get_by_text("stopped").first.wait_for(timeout=5_000)  # said, not only frozen
+    page.wait_for_timeout(1_500)
+    before = page.locator(shown).inner_text()
+    page.wait_for_timeout(2_000)
+    assert page.locator(shown).inner_text() == before, f"{what} went on after Stop"
+
+
+def extract_with(page: Any, template: str, document_name: str, *, timeout_s: float) -> None:
+    """On the Extraction tab: run `template` over one document and wait until the run is done."""
+    page.locator("#extract-template input").click()
+    page.get_by_role("option", name=template, exact=True).click()
+    page.locator("#extract-docs input").click()
+    page.get_by_role("option", name=document_name).click()
+    page.keyboard.press("Escape")
+    page.locator("#extract-run").click()
+    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=timeout_s * 1000)
+
+
 class Streams:
     """Streaming /v1 answers that keep the engine's slots busy until they are let go."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import open_chat, open_tab
+from tests.browser_helpers import extract_with, ingest, open_chat, open_tab
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -124,9 +124,6 @@ def test_drop_a_pdf_then_ask_and_see_a_cited_answer(
 def test_extract_with_a_template_see_the_table_and_export_csv(
     browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
 ) -> None:
-    from gradio_client import Client, handle_file
-
-    from tests.harness import wait_until
 
     invoice = tmp_path / "invoice-browser.txt"
     invoice.write_text(
@@ -134,21 +131,9 @@ def test_extract_with_a_template_see_the_table_and_export_csv(
         "Buyer: Harbour Ltd\nTotal: 1,250.00 EUR\n",
         encoding="utf-8",
     )
-    c = Client(appliance.url, verbose=False)
-    c.predict([handle_file(str(invoice))], api_name="/ingest")
-    wait_until(
-        lambda: any(d["name"] == invoice.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
-        timeout=120,
-        every=0.5,
-    )
+    ingest(appliance, invoice)
     page = open_tab(browser, appliance.url, "Extraction", 1280, 1200)
-    page.locator("#extract-template input").click()
-    page.get_by_role("option", name="Invoice", exact=True).click()
-    page.locator("#extract-docs input").click()
-    page.get_by_role("option", name=invoice.name).click()
-    page.keyboard.press("Escape")
-    page.locator("#extract-run").click()
-    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=240_000)
+    extract_with(page, "Invoice", invoice.name, timeout_s=240)
     table = page.locator("#extract-results")
     page.wait_for_function(
         "name => document.querySelector('#extract-results').innerText.includes(name)", arg=invoice.name, timeout=10_000
@@ -228,10 +213,6 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
     import csv
     import io
 
-    from gradio_client import Client, handle_file
-
-    from tests.harness import wait_until
-
     report = tmp_path / "lab-browser.txt"
     report.write_text(
         "LABORATORY REPORT\nReport no.: LR-77\n\nAnalyte        Result    Unit       Reference\n"
@@ -239,21 +220,9 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
         "Chloride       102       mmol/L     98-107\n",
         encoding="utf-8",
     )
-    c = Client(appliance.url, verbose=False)
-    c.predict([handle_file(str(report))], api_name="/ingest")
-    wait_until(
-        lambda: any(d["name"] == report.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
-        timeout=120,
-        every=0.5,
-    )
+    ingest(appliance, report)
     page = open_tab(browser, appliance.url, "Extraction", 1280, 1400)
-    page.locator("#extract-template input").click()
-    page.get_by_role("option", name="Lab report", exact=True).click()
-    page.locator("#extract-docs input").click()
-    page.get_by_role("option", name=report.name).click()
-    page.keyboard.press("Escape")
-    page.locator("#extract-run").click()
-    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=300_000)
+    extract_with(page, "Lab report", report.name, timeout_s=300)
     grid = page.locator("#extract-review table.q-grid[data-table='results']")
     grid.wait_for(timeout=15_000)
     assert grid.locator("tr").count() >= 2, "the results table has a row"

@@ -99,7 +99,7 @@ def test_a_title_typed_while_the_answer_streams_is_kept(browser: Any, appliance:
         page.wait_for_timeout(1_000)  # anything still on its way lands by now
         assert title.input_value() == "Keeper story"
         page.locator("#rename-chat").click()
-        page.locator("#conversations").get_by_text("Keeper story").wait_for(timeout=10_000)
+        page.locator("#conversations").get_by_text("Keeper story").wait_for(timeout=30_000)
 
         page.locator("#new-chat").click()  # and typed the moment the answer is over
         page.locator("#chat-input textarea").fill("Say one word.")

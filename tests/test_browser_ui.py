@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser_helpers import CONTRAST, admin_login, browser_context, goto, open_chat, open_tab, send
+from tests.browser_helpers import CONTRAST, admin_login, browser_context, goto, open_chat, open_tab, send, stopped
 from tests.harness import Appliance, free_port, wait_until
 
 pytestmark = pytest.mark.browser
@@ -235,12 +235,7 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     page.locator("#question textarea").fill("At what temperature do the cards throttle? Answer at length.")
     page.locator("#ask").click()
     page.locator("#answer").get_by_text(re.compile(r"\w{3,}")).first.wait_for(timeout=120_000)
-    page.locator("#stop-ask").click()
-    page.locator("#answer").get_by_text("stopped").first.wait_for(timeout=5_000)  # said, not only frozen
-    page.wait_for_timeout(1_500)
-    before = page.locator("#answer").inner_text()
-    page.wait_for_timeout(1_500)
-    assert page.locator("#answer").inner_text() == before, "the answer went on after Stop"
+    stopped(page, "#stop-ask", "#answer", "the answer")
 
     page.locator("#question textarea").fill("What does the handbook say about cooling and temperatures?")
     page.locator("#ask").click()
