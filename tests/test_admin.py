@@ -10,7 +10,6 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.harness import ADMIN_PASSWORD, Appliance, wait_until
-from tests.test_browser_ui import fill_settled
 
 
 def login(c: Client) -> str:
@@ -238,8 +237,8 @@ def test_parallel_and_background_slots_are_set_on_the_admin_page(
         page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
         page.get_by_text("Engine settings", exact=True).first.click()
         assert page.locator("#parallel input").input_value() == "4"
-        fill_settled(page.locator("#parallel input"), "3")
-        fill_settled(page.locator("#background-slots input"), "2")
+        page.locator("#parallel input").fill("3")
+        page.locator("#background-slots input").fill("2")
         page.locator("#apply-settings").click()
         page.wait_for_function(
             "() => /loaded in|⚠/.test(document.querySelector('#switch-result').innerText)", timeout=120_000

@@ -7,15 +7,14 @@ from typing import Any
 
 import pytest
 
+from tests.browser_helpers import extract_with, ingest, open_chat, open_tab
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
 
 
 def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: Appliance, artifacts: Path) -> None:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(appliance.url, wait_until="load")
-    page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    page = open_chat(browser, appliance.url, 1280, 900)
     header = page.locator("#q-header")
     header.get_by_text("ready").wait_for(timeout=15_000)
     assert header.locator(".q-card.q-up").count() == 4
@@ -43,9 +42,7 @@ def test_send_a_message_and_see_the_streamed_answer(browser: Any, appliance: App
 def test_cards_tab_shows_a_panel_per_card(
     browser: Any, appliance: Appliance, artifacts: Path, size: tuple[int, int]
 ) -> None:
-    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Cards").click()
+    page = open_tab(browser, appliance.url, "Cards", size[0], size[1])
     panels = page.locator("#card-panels .q-panel")
     panels.first.wait_for(timeout=15_000)
     assert panels.count() == 4
@@ -107,9 +104,7 @@ def test_drop_a_pdf_then_ask_and_see_a_cited_answer(
 
     pdf = tmp_path / "quick-start.pdf"
     pdf.write_bytes(quick_start())
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Documents").click()
+    page = open_tab(browser, appliance.url, "Documents", 1280, 1000)
     page.locator("#upload input[type=file]").set_input_files(str(pdf))
     page.wait_for_function(
         "() => /quick-start\\.pdf[\\s\\S]*\\bindexed\\b/.test(document.querySelector('#documents').innerText)",
@@ -129,9 +124,6 @@ def test_drop_a_pdf_then_ask_and_see_a_cited_answer(
 def test_extract_with_a_template_see_the_table_and_export_csv(
     browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
 ) -> None:
-    from gradio_client import Client, handle_file
-
-    from tests.harness import wait_until
 
     invoice = tmp_path / "invoice-browser.txt"
     invoice.write_text(
@@ -139,23 +131,9 @@ def test_extract_with_a_template_see_the_table_and_export_csv(
         "Buyer: Harbour Ltd\nTotal: 1,250.00 EUR\n",
         encoding="utf-8",
     )
-    c = Client(appliance.url, verbose=False)
-    c.predict([handle_file(str(invoice))], api_name="/ingest")
-    wait_until(
-        lambda: any(d["name"] == invoice.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
-        timeout=120,
-        every=0.5,
-    )
-    page = browser.new_page(viewport={"width": 1280, "height": 1200})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Extraction").click()
-    page.locator("#extract-template input").click()
-    page.get_by_role("option", name="Invoice", exact=True).click()
-    page.locator("#extract-docs input").click()
-    page.get_by_role("option", name=invoice.name).click()
-    page.keyboard.press("Escape")
-    page.locator("#extract-run").click()
-    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=240_000)
+    ingest(appliance, invoice)
+    page = open_tab(browser, appliance.url, "Extraction", 1280, 1200)
+    extract_with(page, "Invoice", invoice.name, timeout_s=240)
     table = page.locator("#extract-results")
     page.wait_for_function(
         "name => document.querySelector('#extract-results').innerText.includes(name)", arg=invoice.name, timeout=10_000
@@ -235,10 +213,6 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
     import csv
     import io
 
-    from gradio_client import Client, handle_file
-
-    from tests.harness import wait_until
-
     report = tmp_path / "lab-browser.txt"
     report.write_text(
         "LABORATORY REPORT\nReport no.: LR-77\n\nAnalyte        Result    Unit       Reference\n"
@@ -246,23 +220,9 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
         "Chloride       102       mmol/L     98-107\n",
         encoding="utf-8",
     )
-    c = Client(appliance.url, verbose=False)
-    c.predict([handle_file(str(report))], api_name="/ingest")
-    wait_until(
-        lambda: any(d["name"] == report.name and d["status"] == "ok" for d in c.predict(api_name="/documents")),
-        timeout=120,
-        every=0.5,
-    )
-    page = browser.new_page(viewport={"width": 1280, "height": 1400})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Extraction").click()
-    page.locator("#extract-template input").click()
-    page.get_by_role("option", name="Lab report", exact=True).click()
-    page.locator("#extract-docs input").click()
-    page.get_by_role("option", name=report.name).click()
-    page.keyboard.press("Escape")
-    page.locator("#extract-run").click()
-    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=300_000)
+    ingest(appliance, report)
+    page = open_tab(browser, appliance.url, "Extraction", 1280, 1400)
+    extract_with(page, "Lab report", report.name, timeout_s=300)
     grid = page.locator("#extract-review table.q-grid[data-table='results']")
     grid.wait_for(timeout=15_000)
     assert grid.locator("tr").count() >= 2, "the results table has a row"

@@ -13,49 +13,23 @@ from typing import Any
 
 import pytest
 
+from tests.browser_helpers import (
+    TOAST,
+    answered,
+    browser_context,
+    document,
+    forget,
+    goto,
+    ingest,
+    open_chat,
+    open_tab,
+    send,
+    stopped,
+    toast_saying,
+)
 from tests.harness import Appliance, wait_until
-from tests.test_browser_ui import open_chat, send
 
 pytestmark = pytest.mark.browser
-
-TOAST = ".toast-body, [data-testid='toast-body']"
-
-
-def toast_saying(page: Any, text: str) -> str:
-    """The text of the toast that says `text` (Gradio's toast for a gr.Error), waited for."""
-    page.locator(TOAST).filter(has_text=text).first.wait_for(timeout=15_000)
-    return str(page.locator(TOAST).filter(has_text=text).first.inner_text())
-
-
-def ingest(appliance: Appliance, path: Path) -> int:
-    """Put a file in the library through the `ingest` endpoint; its document id once it is indexed."""
-    from gradio_client import Client, handle_file
-
-    c = Client(appliance.url, verbose=False)
-    c.predict([handle_file(str(path))], api_name="/ingest")
-    doc = wait_until(
-        lambda: next(
-            (d for d in c.predict(api_name="/documents") if d["name"] == path.name and d["status"] == "ok"), None
-        ),
-        timeout=180,
-        every=0.5,
-    )
-    return int(doc["id"])
-
-
-def document(appliance: Appliance, doc_id: int) -> dict[str, Any]:
-    from gradio_client import Client
-
-    docs = Client(appliance.url, verbose=False).predict(api_name="/documents")
-    return dict(next(d for d in docs if d["id"] == doc_id))
-
-
-def forget(appliance: Appliance, *doc_ids: int) -> None:
-    from gradio_client import Client
-
-    c = Client(appliance.url, verbose=False)  # leave the shared appliance's library as it was
-    for doc_id in doc_ids:
-        c.predict(doc_id, api_name="/delete_document")
 
 
 def test_a_refusal_from_a_quick_step_reaches_the_page_with_its_text(browser: Any, appliance: Appliance) -> None:
@@ -91,9 +65,7 @@ def test_a_drop_with_a_file_too_large_reports_and_indexes_every_other_file(
     huge = tmp_path / "huge-scan-ui.pdf"
     with open(huge, "wb") as out:  # sparse: 201 MiB on paper, nothing on disk
         out.truncate(201 * 2**20)
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Documents").click()
+    page = open_tab(browser, appliance.url, "Documents", 1280, 800)
     page.locator("#upload input[type=file]").set_input_files([str(small), str(huge), str(other)])
     status = page.locator("#upload-status")
     page.wait_for_function(
@@ -206,20 +178,6 @@ def test_a_failed_or_stopped_answer_does_not_break_the_conversation(browser: Any
     page.close()
 
 
-def answered(page: Any, text: str) -> None:
-    """Send `text` and wait for its own answer to end (the status line may still say how the last one did)."""
-    page.locator("#chat-input textarea").fill(text)
-    page.locator("#send").click()
-    page.locator("#chatbot [data-testid='user']").get_by_text(text).wait_for(timeout=15_000)
-    page.wait_for_function(
-        "() => /generating|waiting|reading/.test(document.querySelector('#chat-status').innerText)"
-        " || /tok\\/s/.test(document.querySelector('#chat-status').innerText)",
-        timeout=60_000,
-    )
-    page.wait_for_function("() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)", timeout=90_000)
-    page.locator("#send").wait_for(state="visible", timeout=10_000)
-
-
 def test_another_chat_picked_while_one_streams_stays_on_screen(browser: Any, appliance: Appliance) -> None:
     page = open_chat(browser, appliance.url, 1366, 768)
     page.locator("#new-chat").click()
@@ -253,20 +211,14 @@ def test_maths_is_typeset(browser: Any, appliance: Appliance) -> None:
 
 
 def test_the_kiosk_lists_only_its_own_chats(browser: Any, appliance: Appliance) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    try:
-        page = context.new_page()
-        page.goto(appliance.url, wait_until="load")
-        page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    with browser_context(browser, 1280, 800) as context:
+        page = goto(context.new_page(), appliance.url)
         send(page, "Desk chat, not for the kiosk.")
         page.locator("#conversations").get_by_text("Desk chat, not for the kiosk.").wait_for(timeout=10_000)
-        page.goto(appliance.url + "/kiosk", wait_until="load")  # the same browser, on the kiosk page
-        page.locator("#chat-input textarea").wait_for(timeout=15_000)
+        goto(page, appliance.url + "/kiosk")  # the same browser, on the kiosk page
         page.wait_for_timeout(1_000)
         assert page.locator("#conversations").get_by_text("Desk chat").count() == 0
         assert page.evaluate("() => document.documentElement.scrollHeight") <= 800 + 2, "the kiosk page scrolls"
-    finally:
-        context.close()
 
 
 def test_the_header_never_shows_the_boot_state_of_a_ready_appliance(browser: Any, appliance: Appliance) -> None:
@@ -298,11 +250,7 @@ def test_read_it_all_can_be_stopped_and_a_document_indexed_again(
         page.get_by_role("option", name=pdf.name).click()
         page.locator("#summarise").click()
         page.locator("#summary").get_by_text(re.compile(r"part \d+ of \d+|\w{4,}")).first.wait_for(timeout=120_000)
-        page.locator("#stop-summarise").click()
-        page.wait_for_timeout(1_500)
-        before = page.locator("#summary").inner_text()
-        page.wait_for_timeout(2_000)
-        assert page.locator("#summary").inner_text() == before, "Read it all went on after Stop"
+        stopped(page, "#stop-summarise", "#summary", "Read it all")
 
         page.locator("#manage-docs").click()
         page.locator("#doc-choice input").fill("handbook-read-ui")

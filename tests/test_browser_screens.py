@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.browser_helpers import CONTRAST, admin_login
 from tests.harness import Appliance
-from tests.test_browser_ui import CONTRAST, admin_login
 
 pytestmark = pytest.mark.browser
 
@@ -23,6 +23,13 @@ TABS = [
     ("Extraction", None),
     ("Cards", "#card-panels .q-panel"),
 ]
+# what shows a tab filled with its live state (each tab refreshes when it is shown: no wait for a timer's tick)
+FILLED = {
+    "Chat": "#chat-input",
+    "Documents": "#ingest-progress p",
+    "Extraction": "#extract-run",
+    "Cards": "#card-panels .q-panel",
+}
 
 
 def fits(page: Any, where: str, primary: str | None, height: int) -> list[str]:
@@ -85,7 +92,7 @@ def test_every_tab_fits_and_is_photographed(
         page.locator("#q-header").get_by_text("ready").first.wait_for(timeout=15_000)
         for tab, primary in TABS:
             page.get_by_role("tab", name=tab).click()
-            page.wait_for_timeout(1_200)  # the tab's timer fills it
+            page.locator(FILLED[tab]).first.wait_for(timeout=15_000)
             page.evaluate("() => window.scrollTo(0, 0)")
             page.screenshot(path=str(folder / f"{tab.lower()}-{name}.png"))
             wrong += fits(page, tab, primary, height)
@@ -97,7 +104,6 @@ def test_every_tab_fits_and_is_photographed(
         page.goto(appliance.url + "/kiosk", wait_until="load")  # without the slash, as people type it
         page.locator("#chat-input textarea").wait_for(timeout=15_000)
         page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
-        page.wait_for_timeout(800)
         page.screenshot(path=str(folder / f"kiosk-{name}.png"))
         wrong += fits(page, "Kiosk", "#chat-input, #send", height)
         if scheme == "dark":

@@ -4,14 +4,13 @@ ahead, "⏳ waiting, position N" only while every slot is taken by other answers
 from __future__ import annotations
 
 import random
-import threading
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 
-from tests.harness import API_KEY, Appliance, wait_until
+from tests.browser_helpers import Streams, open_page
+from tests.harness import Appliance, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -30,9 +29,7 @@ FINISHED = "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-statu
 
 
 def open_chat(browser: Any, url: str) -> Any:
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(url, wait_until="load")
-    page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    page = open_page(browser, url, 1280, 800)
     page.locator("#q-header").get_by_text("ready").wait_for(timeout=15_000)
     return page
 
@@ -56,45 +53,6 @@ def test_a_long_question_with_nobody_ahead_says_reading_never_waiting(browser: A
     reading = next(i for i, text in enumerate(seen) if "reading your question" in text)
     assert any("tok/s" in text for text in seen[reading:]), seen  # then the answer, with its stats
     page.close()
-
-
-class Streams:
-    """Streaming /v1 answers that keep the engine's slots busy until they are let go."""
-
-    def __init__(self, appliance: Appliance, count: int) -> None:
-        self.client = openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
-        self.release = threading.Event()
-        self.started = [threading.Event() for _ in range(count)]
-        self.errors: list[str] = []
-        self.threads = [threading.Thread(target=self._stream, args=(i,), daemon=True) for i in range(count)]
-        for thread in self.threads:
-            thread.start()
-
-    def _stream(self, i: int) -> None:
-        try:
-            response = self.client.chat.completions.create(
-                model="m",
-                messages=[{"role": "user", "content": f"Count from {i} to 2000, one number per line."}],
-                max_tokens=1500,
-                temperature=0,
-                stream=True,
-            )
-            for chunk in response:
-                if any(choice.delta.content for choice in chunk.choices):
-                    self.started[i].set()
-                if self.release.is_set():
-                    break
-            response.close()
-        except openai.APIError as err:
-            self.errors.append(str(err))
-
-    def generating(self) -> int:
-        return sum(started.is_set() for started in self.started)
-
-    def close(self) -> None:
-        self.release.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
 
 
 def test_with_every_slot_taken_the_page_says_waiting_and_its_position(

@@ -18,51 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.browser_helpers import CONTRAST, admin_login, browser_context, goto, open_chat, open_tab, send, stopped
 from tests.harness import Appliance, free_port, wait_until
 
 pytestmark = pytest.mark.browser
-
-CONTRAST = """(el) => {
-  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
-  const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
-  const lum = ([r, g, b]) => 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  let bg = null;
-  for (let e = el; e; e = e.parentElement) {
-    const c = rgb(getComputedStyle(e).backgroundColor);
-    if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) { bg = c; break; }
-  }
-  bg = bg || [255, 255, 255];
-  const fg = rgb(getComputedStyle(el).color);
-  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
-  return (a + 0.05) / (b + 0.05);
-}"""
-
-
-def open_chat(browser: Any, url: str, width: int, height: int, **options: Any) -> Any:
-    page = browser.new_page(viewport={"width": width, "height": height}, **options)
-    page.goto(url, wait_until="load")
-    page.locator("#chat-input textarea").wait_for(timeout=15_000)
-    return page
-
-
-def fill_settled(field: Any, text: str, *, timeout_s: float = 15.0) -> None:
-    """Fill a field and make sure it keeps the text: an update still on its way from the step before (the
-    view settling after an answer, a login filling the form) can land after a first fill and replace it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        field.fill(text)
-        field.page.wait_for_timeout(700)
-        if field.input_value() == text or time.monotonic() > deadline:
-            return
-
-
-def send(page: Any, text: str) -> None:
-    page.locator("#chat-input textarea").fill(text)
-    page.locator("#send").click()
-    page.wait_for_function(
-        "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)", timeout=90_000
-    )
-    page.locator("#send").wait_for(state="visible", timeout=10_000)
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (1366, 768), (1920, 1080)])
@@ -115,25 +74,16 @@ def test_send_turns_into_stop_and_regenerate_waits_for_an_answer(browser: Any, a
 
 
 def test_each_browser_has_its_own_conversations(browser: Any, appliance: Appliance) -> None:
-    first = browser.new_context(viewport={"width": 1366, "height": 768})
-    second = browser.new_context(viewport={"width": 1366, "height": 768})
-    try:
-        a = first.new_page()
-        a.goto(appliance.url, wait_until="load")
-        a.locator("#chat-input textarea").wait_for(timeout=15_000)
+    with browser_context(browser, 1366, 768) as first, browser_context(browser, 1366, 768) as second:
+        a = goto(first.new_page(), appliance.url)
         send(a, "Private note from colleague A about the budget.")
         a.locator("#conversations").get_by_text("Private note from colleague A").wait_for(timeout=10_000)
-        b = second.new_page()
-        b.goto(appliance.url, wait_until="load")
-        b.locator("#chat-input textarea").wait_for(timeout=15_000)
+        b = goto(second.new_page(), appliance.url)
         b.wait_for_timeout(1_000)
         assert b.locator("#conversations").get_by_text("Private note from colleague A").count() == 0
         assert "Private note" not in b.locator("#chatbot").inner_text()
         a.reload(wait_until="load")  # A keeps its own after a reload
         a.locator("#conversations").get_by_text("Private note from colleague A").wait_for(timeout=15_000)
-    finally:
-        first.close()
-        second.close()
 
 
 def test_conversations_can_be_searched_renamed_and_deleted(browser: Any, appliance: Appliance) -> None:
@@ -143,7 +93,7 @@ def test_conversations_can_be_searched_renamed_and_deleted(browser: Any, applian
     listing = page.locator("#conversations")
     listing.get_by_text("Lighthouse maintenance schedule?").wait_for(timeout=10_000)  # the title has no Markdown
     page.locator("#chat-manage").click()
-    fill_settled(page.locator("#chat-title textarea, #chat-title input").first, "Beacon upkeep")
+    page.locator("#chat-title textarea, #chat-title input").first.fill("Beacon upkeep")
     page.locator("#rename-chat").click()
     listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)
     page.locator("#chat-search input, #chat-search textarea").first.fill("maintenance")
@@ -162,9 +112,7 @@ def test_conversations_can_be_searched_renamed_and_deleted(browser: Any, applian
 
 
 def test_dark_mode_card_panels_are_readable(browser: Any, appliance: Appliance, artifacts: Path) -> None:
-    page = browser.new_page(viewport={"width": 1366, "height": 900}, color_scheme="dark")
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Cards").click()
+    page = open_tab(browser, appliance.url, "Cards", 1366, 900, color_scheme="dark")
     page.locator("#card-panels .q-panel .q-v").first.wait_for(timeout=15_000)
     page.screenshot(path=str(artifacts / "cards-dark.png"), full_page=True)
     for selector in (
@@ -180,9 +128,7 @@ def test_dark_mode_card_panels_are_readable(browser: Any, appliance: Appliance, 
 
 
 def test_the_kiosk_fills_its_screen_in_large_type(browser: Any, appliance: Appliance, artifacts: Path) -> None:
-    page = browser.new_page(viewport={"width": 1920, "height": 1080})
-    page.goto(appliance.url + "/kiosk/", wait_until="load")
-    page.locator("#chat-input textarea").wait_for(timeout=15_000)
+    page = open_chat(browser, appliance.url + "/kiosk/", 1920, 1080)
     page.locator("#q-header").get_by_text("ready").wait_for(timeout=15_000)
     send(page, "Hello from the kiosk.")
     size = page.locator("#chatbot [data-testid='user']").last.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
@@ -225,7 +171,6 @@ def lone_app(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 
 
 def test_the_page_says_offline_within_five_seconds(browser: Any, lone_app: tuple[str, Any]) -> None:
-    import time
 
     url, proc = lone_app
     page = open_chat(browser, url, 1366, 768)
@@ -236,22 +181,6 @@ def test_the_page_says_offline_within_five_seconds(browser: Any, lone_app: tuple
     page.wait_for_function("() => document.body.classList.contains('q-offline')", timeout=5_000)
     assert time.monotonic() - gone < 5
     page.close()
-
-
-def admin_login(page: Any, url: str) -> None:
-    from tests.harness import ADMIN_PASSWORD
-
-    page.goto(url + "/admin/", wait_until="load")
-    page.locator("#admin-password input").wait_for(timeout=15_000)
-    for _ in range(20):  # another test's wrong password may have started this address's throttle
-        page.locator("#admin-password input").fill(ADMIN_PASSWORD)
-        page.locator("#admin-password input").press("Enter")
-        try:
-            page.locator("#catalog").wait_for(timeout=5_000)
-            return
-        except Exception:
-            page.wait_for_timeout(1_500)
-    raise AssertionError("could not log in to the admin page")
 
 
 def test_admin_applies_engine_settings_and_shows_progress_live(
@@ -286,9 +215,7 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     good.write_bytes(handbook() + b"\n% a copy of its own: other tests index the handbook too\n")
     broken = tmp_path / "broken-scan-ui.pdf"
     broken.write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 200)
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(appliance.url, wait_until="load")
-    page.get_by_role("tab", name="Documents").click()
+    page = open_tab(browser, appliance.url, "Documents", 1280, 800)
     ask = page.locator("#ask").bounding_box()
     assert ask and ask["y"] + ask["height"] <= 800, f"Ask is below the fold: {ask}"
     page.locator("#upload input[type=file]").set_input_files([str(good), str(broken)])
@@ -308,11 +235,7 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     page.locator("#question textarea").fill("At what temperature do the cards throttle? Answer at length.")
     page.locator("#ask").click()
     page.locator("#answer").get_by_text(re.compile(r"\w{3,}")).first.wait_for(timeout=120_000)
-    page.locator("#stop-ask").click()
-    page.wait_for_timeout(1_500)
-    before = page.locator("#answer").inner_text()
-    page.wait_for_timeout(1_500)
-    assert page.locator("#answer").inner_text() == before, "the answer went on after Stop"
+    stopped(page, "#stop-ask", "#answer", "the answer")
 
     page.locator("#question textarea").fill("What does the handbook say about cooling and temperatures?")
     page.locator("#ask").click()

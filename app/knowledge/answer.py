@@ -8,7 +8,7 @@ so instead of inventing one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,10 @@ from app.knowledge.service import KnowledgeService
 NOTHING_FOUND = "I found nothing about this in the documents, so I cannot answer it from them."
 _CITATION = re.compile(r"\[(\d+)\]")
 _SLACK_TOKENS = 16  # counted piece by piece, a prompt may differ from its whole by a token at each join
+
+
+def never_cancelled() -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,15 @@ class Answerer:
             if s >= self.min_similarity or (chinese and h.text_rank is not None)
         ]
 
-    def ask(self, question: str, *, document_ids: Sequence[int] | None = None) -> Iterator[Answer]:
+    def ask(
+        self,
+        question: str,
+        *,
+        document_ids: Sequence[int] | None = None,
+        cancelled: Callable[[], bool] = never_cancelled,
+    ) -> Iterator[Answer]:
+        """`cancelled()` (looked at while the answer waits and while it streams) says the asker pressed Stop:
+        the answer then ends as the engine's Done, with the text so far."""
         if not question.strip():
             raise Refused("the question is empty")
         sources = self.sources(question, document_ids=document_ids)
@@ -105,7 +117,7 @@ class Answerer:
         except EngineError as err:
             yield Answer("", sources, done=True, error=str(err), kind=err.kind)
             return
-        yield from stream(self.engine, self._request(entries[:listed], question), sources[:listed])
+        yield from stream(self.engine, self._request(entries[:listed], question), sources[:listed], cancelled=cancelled)
 
     def _request(self, entries: list[str], question: str) -> GenerationRequest:
         prompt = self.template.format(sources="\n\n".join(entries), question=question.strip())
@@ -129,16 +141,22 @@ class Answerer:
 
 
 def stream(
-    engine: EngineService, request: GenerationRequest, sources: list[Source], *, progress: str = ""
+    engine: EngineService,
+    request: GenerationRequest,
+    sources: list[Source],
+    *,
+    progress: str = "",
+    cancelled: Callable[[], bool] = never_cancelled,
 ) -> Iterator[Answer]:
-    """Follow one generation to its end as Answer updates; an engine failure ends it with the reason."""
+    """Follow one generation to its end as Answer updates; an engine failure ends it with the reason, a
+    Stop (`cancelled()`) with the text so far."""
     try:
         ticket = engine.submit(request)
     except EngineError as err:
         yield Answer("", sources, done=True, error=str(err), kind=err.kind)
         return
     text = ""
-    for event in follow(ticket):
+    for event in follow(ticket, cancelled=cancelled):
         if isinstance(event, Queued):
             yield Answer(text, sources, waiting=event.position, progress=progress)
         elif isinstance(event, Reading):

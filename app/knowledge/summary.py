@@ -7,13 +7,13 @@ streams. Progress says which part is being read. Parts are sized by the engine's
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 from app.engine.events import EngineError, GenerationRequest, Message
 from app.engine.service import EngineService
 from app.errors import NotFound, Refused
-from app.knowledge.answer import Answer, stream
+from app.knowledge.answer import Answer, never_cancelled, stream
 from app.knowledge.service import KnowledgeService
 from app.knowledge.store import StoredChunk
 
@@ -49,7 +49,11 @@ class Summariser:
         counts = self.engine.count_text([_line(c) for c in chunks])
         return [[chunks[i] for i in group] for group in _packed(counts, budget)]
 
-    def run(self, document_id: int, *, question: str | None = None) -> Generator[Answer, None, None]:
+    def run(
+        self, document_id: int, *, question: str | None = None, cancelled: Callable[[], bool] = never_cancelled
+    ) -> Generator[Answer, None, None]:
+        """`cancelled()` says the reader pressed Stop: the part being read stops, no later part is read, and
+        the run ends (done, progress "stopped")."""
         doc = self.knowledge.document(document_id)
         if doc is None or doc.status != "ok":
             if doc is None:
@@ -64,24 +68,28 @@ class Summariser:
         notes: list[str] = []
         for i, group in enumerate(groups, start=1):
             part = f"part {i} of {len(groups)}"
-            error = yield from self._map(doc.name, group, task, part, notes)
+            error = yield from self._map(doc.name, group, task, part, notes, cancelled)
+            if cancelled():
+                yield Answer("", done=True, progress="stopped")
+                return
             if error:
                 yield Answer("", done=True, error=error)
                 return
-        yield from self._reduce(doc.name, notes or ["(no part of the document had anything for this)"], task)
+        notes = notes or ["(no part of the document had anything for this)"]
+        yield from self._reduce(doc.name, notes, task, cancelled)
 
     def _map(
-        self, name: str, group: list[StoredChunk], task: str, part: str, notes: list[str]
+        self, name: str, group: list[StoredChunk], task: str, part: str, notes: list[str], cancelled: Callable[[], bool]
     ) -> Generator[Answer, None, str | None]:
         """Notes on one group of chunks into `notes`; a group too long for the context is halved."""
         first, last = group[0].page, group[-1].page
         text = "\n".join(_line(c) for c in group)
         prompt = self.map_prompt.format(first=first, last=last, name=name, text=text, task=task)
-        final = yield from self._quietly(prompt, self.notes_tokens, f"reading {part} (pages {first}–{last})")
-        if final.kind == "context" and len(group) > 1:
+        final = yield from self._quietly(prompt, self.notes_tokens, f"reading {part} (pages {first}–{last})", cancelled)
+        if final.kind == "context" and len(group) > 1 and not cancelled():
             half = len(group) // 2
             for piece in (group[:half], group[half:]):
-                error = yield from self._map(name, piece, task, part, notes)
+                error = yield from self._map(name, piece, task, part, notes, cancelled)
                 if error:
                     return error
             return None
@@ -91,20 +99,24 @@ class Summariser:
             notes.append(final.text.strip())
         return None
 
-    def _quietly(self, prompt: str, max_tokens: int, progress: str) -> Generator[Answer, None, Answer]:
+    def _quietly(
+        self, prompt: str, max_tokens: int, progress: str, cancelled: Callable[[], bool]
+    ) -> Generator[Answer, None, Answer]:
         """Generate without streaming the text (only progress); returns the final Answer."""
         request = GenerationRequest(  # one part of many: background work, people's answers go first
             messages=(Message("user", prompt),), max_tokens=max_tokens, temperature=0.2, background=True
         )
         final = Answer("", done=True, error="no answer")
-        for update in stream(self.engine, request, [], progress=progress):
+        for update in stream(self.engine, request, [], progress=progress, cancelled=cancelled):
             if update.done:
                 final = update
             else:
                 yield Answer("", progress=progress, waiting=update.waiting, reading=update.reading)
         return final
 
-    def _reduce(self, name: str, notes: list[str], task: str) -> Generator[Answer, None, None]:
+    def _reduce(
+        self, name: str, notes: list[str], task: str, cancelled: Callable[[], bool]
+    ) -> Generator[Answer, None, None]:
         try:
             budget = self.budget_tokens(self.reduce_prompt, name=name, notes="", task=task)
             round_ = 0  # merge the notes in rounds until they fit
@@ -113,7 +125,11 @@ class Summariser:
                 merged, notes = [[notes[i] for i in batch] for batch in _packed(counts, budget)], []
                 for j, part in enumerate(merged, start=1):
                     prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(part), task=task)
-                    final = yield from self._quietly(prompt, self.notes_tokens, f"combining notes, round {round_}, {j}")
+                    step = f"combining notes, round {round_}, {j}"
+                    final = yield from self._quietly(prompt, self.notes_tokens, step, cancelled)
+                    if cancelled():
+                        yield Answer("", done=True, progress="stopped")
+                        return
                     if final.error:
                         yield final
                         return
@@ -123,7 +139,7 @@ class Summariser:
             return
         prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(notes), task=task)
         request = GenerationRequest(messages=(Message("user", prompt),), max_tokens=self.answer_tokens, temperature=0.2)
-        yield from stream(self.engine, request, [], progress="writing the answer")
+        yield from stream(self.engine, request, [], progress="writing the answer", cancelled=cancelled)
 
 
 def _line(chunk: StoredChunk) -> str:

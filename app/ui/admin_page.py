@@ -110,8 +110,6 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
             shown = [current[name] for name in _SETTINGS] + [current["cards"]]
             return (
                 opened,
-                gr.update(visible=False),
-                gr.update(visible=True),
                 "",
                 gr.Timer(active=True),
                 _live(status()),
@@ -181,12 +179,17 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
         quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
         settings = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, parallel, background]
         fields = [*settings, endpoints]
-        gr.on(
+        # the form is filled while it is still hidden, and shown after: a value the admin types at once is
+        # never replaced by the login's (it was, when both came in one update)
+        logged_in = gr.on(
             [enter.click, password.submit],
             on_login,
             password,
-            [token, login_box, admin_box, password, timer, live, table, history, choice, *fields],
+            [token, password, timer, live, table, history, choice, *fields],
             **quiet,
+        )
+        logged_in.success(
+            lambda: (gr.update(visible=False), gr.update(visible=True)), None, [login_box, admin_box], **quiet
         )
         timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
         switch_button.click(on_switch, [token, choice, confirm], [job, result], **quiet)

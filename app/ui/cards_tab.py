@@ -9,18 +9,20 @@ import gradio as gr
 import pandas as pd
 
 from app.telemetry.service import Telemetry
-from app.ui import panels
+from app.ui import display, panels
+from app.ui.wiring import OnLoad
 
 _EVERY_S = 1.0
 _PLOTS = [("tokens_per_s", "tokens/s"), ("load_pct", "load %"), ("temperature_c", "temperature °C")]
 
 
-def build(telemetry: Telemetry) -> gr.Timer:
-    """Returns the tab's timer so the page can pause it while the tab is hidden. The overall line shows
-    the answers running / waiting in the engine's slots and the aggregate tokens/s."""
-    status = telemetry.status()
-    overall = gr.HTML(panels.overall(status), elem_id="cards-overall")
-    strip = gr.HTML(panels.card_strip(status), elem_id="card-panels")
+def build(telemetry: Telemetry) -> tuple[gr.Timer, OnLoad]:
+    """Returns the tab's timer, so the page can pause it while the tab is hidden, and its refresh, which
+    the page runs when it loads and when the tab is shown: what the tab was built with is the boot-time
+    state ("no model · loading"), so it starts empty. The overall line shows the answers running /
+    waiting in the engine's slots and the aggregate tokens/s."""
+    overall = gr.HTML(display.BEFORE_LOAD, elem_id="cards-overall")
+    strip = gr.HTML("", elem_id="card-panels")
     plots = [
         gr.LinePlot(
             _frame(telemetry, key),
@@ -46,8 +48,9 @@ def build(telemetry: Telemetry) -> gr.Timer:
         message = f"No card reports {', '.join(missing)} (no sensor)." if missing else ""
         return panels.overall(now), panels.card_strip(now), *shown, gr.update(value=message, visible=bool(missing))
 
-    timer.tick(refresh, None, [overall, strip, *plots, note], queue=False, api_visibility="private")
-    return timer
+    outputs = [overall, strip, *plots, note]
+    timer.tick(refresh, None, outputs, queue=False, api_visibility="private")
+    return timer, OnLoad(refresh, [], outputs)
 
 
 def _frame(telemetry: Telemetry, key: str) -> pd.DataFrame:

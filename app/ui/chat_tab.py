@@ -18,7 +18,7 @@ from app.errors import NotFound, Refused
 from app.ui import display
 from app.ui.callers import owner_of, session_of
 from app.ui.errors import explained
-from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE, OnLoad
+from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
 # Inline and display maths as people (and models) write it.
 LATEX: list[dict[str, str | bool]] = [
@@ -39,7 +39,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             search = gr.Textbox(placeholder="Search chats…", show_label=False, elem_id="chat-search")
             picker = gr.Radio(label="Conversations", choices=[], elem_id="conversations")
             with gr.Accordion("This chat", open=False, elem_id="chat-manage"):
-                title = gr.Textbox(label="Title", elem_id="chat-title")
+                # the current title is the placeholder, never the value: what is typed here is only ever the
+                # user's (an update landing after an answer, or as it starts, replaced a title being typed)
+                title = gr.Textbox(label="Rename to", placeholder="New chat", elem_id="chat-title")
                 rename = gr.Button("Rename", elem_id="rename-chat")
                 with gr.Row():  # written when asked for, not after every answer
                     as_markdown = gr.Button("Export Markdown", size="sm", elem_id="export-chat-md")
@@ -80,7 +82,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             found.system_prompt if found else default_prompt,
             found.id if found else None,
             listed(owner, found.id if found else None, query),
-            found.title if found else "",
+            _renaming(found.title if found else None),
             gr.update(interactive=_answered(history)),
             display.last_stats(history),
             *version_view(owner, found),
@@ -115,7 +117,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 return
             if update.done:
                 history = chat.history(cid, owner=owner)
-            yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update()
+            yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update(), gr.update()
 
     @explained
     def on_send(
@@ -128,11 +130,13 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         cid = chat.open(before, owner=owner, system_prompt=prompt)
         updates = chat.send(cid, text, owner=owner, session=page)
         if on_screen.get(page, before) != before:  # another conversation was picked meanwhile
-            yield gr.skip(), gr.skip(), gr.skip(), ""
+            yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip()
             getattr(updates, "close", lambda: None)()
             return
         on_screen[page] = cid
-        yield display.bubbles(chat.history(cid, owner=owner)), "", cid, ""
+        named = _owned(chat, cid, owner) if before != cid else None  # a new chat is named by its first question
+        title_now = gr.update(placeholder=named.title) if named else gr.skip()
+        yield display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now
         yield from stream(updates, cid, owner, page)
 
     @explained
@@ -145,6 +149,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         return gr.update(visible=not streaming), gr.update(visible=streaming)
 
     def settled(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        """The view once an answer is over (a new chat's title came as its question was sent)."""
         owner = owner_of(request, browser_id)
         found = _owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
@@ -152,7 +157,6 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             *busy(False),
             listed(owner, cid, query),
             gr.update(interactive=_answered(history)),
-            found.title if found else "",
             *version_view(owner, found),
         )
 
@@ -194,10 +198,11 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     @explained
     def on_rename(
         cid: str | None, text: str, browser_id: str | None, query: str, request: gr.Request
-    ) -> dict[str, Any]:
+    ) -> tuple[Any, ...]:
         owner = owner_of(request, browser_id)
         chat.rename(cid or "", text, owner=owner)
-        return listed(owner, cid, query)
+        renamed = _owned(chat, cid, owner)
+        return listed(owner, cid, query), _renaming(renamed.title if renamed else None)
 
     @explained
     def on_delete(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
@@ -220,27 +225,20 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_json(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return on_export(cid, browser_id, True, request)
 
-    quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
-    # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
-    # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
-    may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
-    engine_bound: dict[str, Any] = {
-        "concurrency_limit": ENGINE_LISTENERS,
-        "concurrency_id": ENGINE_QUEUE,
-        "api_visibility": "private",
-    }
+    quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
-    outputs = [bubbles, line, conversation, box]
-    after = [send, stop, picker, regenerate, title, versions, which]
+    outputs = [bubbles, line, conversation, box, title]
+    after = [send, stop, picker, regenerate, versions, which]
+    settling = [conversation, browser, search]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
     sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
-    sent.then(settled, [conversation, browser, search], after, **quiet)
+    sent.then(settled, settling, after, **quiet)
     again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
-    redone.then(settled, [conversation, browser, search], after, **quiet)
+    redone.then(settled, settling, after, **quiet)
     edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
     edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
-    edited.then(settled, [conversation, browser, search], after, **quiet)
+    edited.then(settled, settling, after, **quiet)
 
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(cid, browser_id, -1, query, request)
@@ -263,7 +261,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     # the whole history back); the cleared one stays in the list
     bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
-    rename.click(on_rename, [conversation, title, browser, search], picker, **may_refuse)
+    rename.click(on_rename, [conversation, title, browser, search], [picker, title], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
     really.click(on_delete, [conversation, browser], [*view, really], **may_refuse)
     as_markdown.click(on_markdown, [conversation, browser], exported, **may_refuse)
@@ -288,6 +286,11 @@ def _owned(chat: ChatService, cid: str | None, owner: str) -> Conversation | Non
 def _owned_id(chat: ChatService, cid: str | None, owner: str) -> str | None:
     found = _owned(chat, cid, owner)
     return found.id if found else None
+
+
+def _renaming(title: str | None) -> dict[str, Any]:
+    """The rename box for a conversation shown: empty, its title as the placeholder."""
+    return gr.update(value="", placeholder=title or "New chat")
 
 
 def _answered(history: list[StoredMessage]) -> bool:

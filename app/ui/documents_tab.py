@@ -4,42 +4,42 @@ service, the answerer and the summariser only."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from app.errors import Refused
-from app.knowledge.answer import Answer, Answerer, Source
-from app.knowledge.ingest import IngestProgress
+from app.knowledge.answer import Answerer, Source
 from app.knowledge.service import KnowledgeService
-from app.knowledge.store import DocumentInfo
 from app.knowledge.summary import Summariser
-from app.ui.display import queue_line
+from app.ui.callers import session_of
+from app.ui.documents_view import (
+    COLUMNS,
+    WIDTHS,
+    answer_md,
+    names,
+    page_html,
+    progress_line,
+    source_choices,
+    uploads_md,
+)
+from app.ui.documents_view import table as library_table
 from app.ui.errors import explained
-from app.ui.rendering import literal, safe_markdown
-from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
+from app.ui.stops import Stops
+from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
-# What a person reads first comes first (the note says why a file is not indexed); the short columns are as
-# wide as their headers ("Passages" in a 9 % column broke as "Pas/sag/es") and scroll in view when needed.
-_COLUMNS = ["Document", "Status", "Note", "Pages", "Passages", "Folder"]
-_WIDTHS: list[str | int] = ["30%", "118px", "40%", "70px", "92px", "80px"]
 _EVERY_S = 2.0
-_STATUS = {
-    "ok": "✅ indexed",
-    "error": "⚠ not indexed",
-    "duplicate": "⧉ duplicate",
-    "indexing": "⏳ indexing",
-    "queued": "⏳ queued",
-}
 
 
-def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, max_upload_bytes: int) -> gr.Timer:
-    """Returns the tab's timer (the library refreshes only while the tab is shown). `max_upload_bytes` is
+def build(
+    kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, max_upload_bytes: int
+) -> tuple[gr.Timer, OnLoad]:
+    """Returns the tab's timer (the library refreshes only while the tab is shown) and its refresh (the
+    page runs it when the tab is shown, not a timer's tick later). `max_upload_bytes` is
     the page's upload limit: a larger file in a drop is refused by name, the others go on (assets/quartet.js)."""
+    stops = Stops()  # the Stop buttons' marks, per page
     uploads = gr.State([])  # this page's uploads: (file name, name saved as or None, reason refused)
     found = gr.State([])
     with gr.Row(equal_height=False):
@@ -75,10 +75,10 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
             report = gr.JSON(visible=False)  # what the `ingest` endpoint returns: one entry per file
             progress = gr.Markdown(elem_id="ingest-progress")
             table = gr.Dataframe(
-                headers=_COLUMNS,
+                headers=COLUMNS,
                 interactive=False,
                 wrap=True,
-                column_widths=_WIDTHS,
+                column_widths=WIDTHS,
                 max_height=420,
                 elem_id="documents",
             )
@@ -97,12 +97,12 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
                 unlock = gr.Button("Open it", scale=1, elem_id="unlock")
 
     def listing(sent: list[list[Any]]) -> tuple[Any, ...]:
-        docs = kb.documents()
+        docs, now = kb.documents(), kb.progress()
         ready = [(d.name, d.id) for d in docs if d.status == "ok"]
         return (
-            _table(docs),
-            _progress_line(kb.progress()),
-            _uploads_md(sent, docs),
+            library_table(docs, now),
+            progress_line(now),
+            uploads_md(sent, docs),
             gr.update(choices=ready),
             gr.update(choices=ready),
             gr.update(choices=[(d.name, d.id) for d in docs if d.error_kind == "encrypted"]),
@@ -121,13 +121,13 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
         sent = now + sent[:20]
         return results, sent, *listing(sent)
 
-    def on_too_large(names: str, sent: list[list[Any]]) -> tuple[Any, ...]:
-        if not _names(names):  # the box emptied again below
+    def on_too_large(too_many: str, sent: list[list[Any]]) -> tuple[Any, ...]:
+        if not names(too_many):  # the box emptied again below
             return gr.skip(), gr.skip(), *[gr.skip() for _ in lists]
         limit = f"{max_upload_bytes / 2**20:.0f} MB"
         now = [
             [name, None, f"{name} is larger than {limit}, the limit for one file; it was not saved."]
-            for name in _names(names)
+            for name in names(too_many)
         ]
         sent = now + sent[:20]
         return "", sent, *listing(sent)
@@ -158,143 +158,41 @@ def build(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, m
         return listing(sent)
 
     @explained
-    def on_ask(text: str, ids: list[int] | None) -> Iterator[tuple[Any, ...]]:
-        for update in answerer.ask(text, document_ids=ids or None):
-            yield _answer_md(update), gr.update(choices=_source_choices(update.sources)), update.sources
+    def on_ask(text: str, ids: list[int] | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
+        stopped = stops.stopped(session_of(request), "ask")
+        for update in answerer.ask(text, document_ids=ids or None, cancelled=stopped):
+            shown = answer_md(update, stopped=update.done and stopped())
+            yield shown, gr.update(choices=source_choices(update.sources)), update.sources
 
     def on_pick(number: int | None, sources: list[Source]) -> str:
         source = next((s for s in sources if s.number == number), None)
-        return _page_html(source, kb.page_text(source.document_id, source.page) or "") if source else ""
+        return page_html(source, kb.page_text(source.document_id, source.page) or "") if source else ""
 
     @explained
-    def on_whole(doc_id: int | None, text: str) -> Iterator[str]:
+    def on_whole(doc_id: int | None, text: str, request: gr.Request) -> Iterator[str]:
         if doc_id is None:
             raise Refused("Choose a document first.")
-        for update in summariser.run(doc_id, question=text):
-            yield _answer_md(update)
+        stopped = stops.stopped(session_of(request), "read")
+        for update in summariser.run(doc_id, question=text, cancelled=stopped):
+            yield answer_md(update, stopped=update.done and stopped())
 
-    quiet: dict[str, Any] = {"queue": False, "api_visibility": "private"}
-    # A step that may refuse runs through the queue: Gradio 6 shows a refusal's text only for those
-    # (a `queue=False` step's gr.Error becomes a bare red "Error" on its outputs).
-    may_refuse: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
-    engine_bound: dict[str, Any] = {
-        "concurrency_limit": ENGINE_LISTENERS,
-        "concurrency_id": ENGINE_QUEUE,
-        "api_visibility": "private",
-    }
+    quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
     lists = [table, progress, outcome, scope, whole, locked, chosen]
     drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest")
     too_large.change(on_too_large, [too_large, uploads], [too_large, uploads, *lists], **may_refuse)
     unlock.click(on_unlock, [locked, secret, uploads], [secret, *lists], **may_refuse)
-    asked = gr.on([ask.click, question.submit], on_ask, [question, scope], [answer, picked, found], **engine_bound)
-    stop_ask.click(None, None, None, cancels=[asked], **quiet)  # the answer's ticket is cancelled as it closes
+    # Stop marks the page's answer stopped; the answer, waiting in line or streaming, ends at the mark (app/ui/stops.py)
+    asking = gr.on([ask.click, question.submit], stops.marker("clear", "ask"), None, None, **quiet)
+    asking.then(on_ask, [question, scope], [answer, picked, found], **engine_bound)
+    stop_ask.click(stops.marker("stop", "ask"), None, None, **quiet)
     picked.change(on_pick, [picked, found], page, **quiet)
-    read = run.click(on_whole, [whole, whole_q], summary, **engine_bound)
-    stop_run.click(None, None, None, cancels=[read], **quiet)
+    reading = run.click(stops.marker("clear", "read"), None, None, **quiet)
+    reading.then(on_whole, [whole, whole_q], summary, **engine_bound)
+    stop_run.click(stops.marker("stop", "read"), None, None, **quiet)
     reindex.click(on_reindex, [chosen, uploads], lists, **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
     really.click(on_delete, [chosen, uploads], [really, *lists], **may_refuse)
     clear.click(on_clear, uploads, lists, **may_refuse)
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(listing, uploads, lists, **quiet)
-    return timer
-
-
-def _names(text: str) -> list[str]:
-    """The file names the page's script sent, one a line."""
-    return [line.strip() for line in (text or "").splitlines() if line.strip()][:50]
-
-
-def _table(docs: list[DocumentInfo]) -> pd.DataFrame:
-    rows = [
-        [
-            d.name,
-            _STATUS.get(d.status, d.status),
-            d.error or d.note or "",
-            f"{d.pages_done}/{d.pages_total}",
-            d.chunk_count,
-            d.collection or "",
-        ]
-        for d in docs
-    ]
-    return pd.DataFrame(rows, columns=_COLUMNS)
-
-
-def _uploads_md(sent: list[list[Any]], docs: list[DocumentInfo]) -> str:
-    """Each file this page uploaded, with where it stands now (not only "queued")."""
-    by_name = {d.name: d for d in docs}
-    lines = []
-    for file, saved, refused in sent:
-        if refused:
-            lines.append(f"- ⚠ {literal(file)}: refused — {literal(refused)}")
-            continue
-        doc = by_name.get(saved)
-        state = _STATUS.get(doc.status, doc.status) if doc else "⏳ queued"
-        why = (doc.error or doc.note or "") if doc else ""
-        detail = f" — {literal(why)}" if why else ""
-        renamed = f" (saved as {literal(saved)})" if saved != file else ""
-        lines.append(f"- {literal(file)}{renamed}: {state}{detail}")
-    return "\n".join(lines)
-
-
-def _progress_line(progress: IngestProgress) -> str:
-    """What indexing does now, phase by phase: reading page N of M, embedding, saving."""
-    if progress.idle:
-        return "All documents are indexed."
-    now = []
-    for file in progress.running:
-        if file.state == "reading":
-            now.append(f"reading **{literal(file.name)}**: page {file.pages_done} of {file.pages_total}")
-        elif file.state == "embedding":
-            now.append(f"embedding **{literal(file.name)}**: {file.pages_done} of {file.pages_total} pages")
-        else:
-            now.append(f"{file.state} **{literal(file.name)}**")
-    waiting = f"{progress.queued_count} waiting" if progress.queued_count else ""
-    return " · ".join(part for part in [*now, waiting] if part)
-
-
-def _pages(sources: list[Source]) -> dict[tuple[int, int], list[Source]]:
-    """Sources grouped by document and page: one line per page, however many passages it gave."""
-    grouped: dict[tuple[int, int], list[Source]] = {}
-    for source in sources:
-        grouped.setdefault((source.document_id, source.page), []).append(source)
-    return grouped
-
-
-def _source_choices(sources: list[Source]) -> list[tuple[str, int]]:
-    return [
-        (f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, page {same[0].page}", same[0].number)
-        for same in _pages(sources).values()
-    ]
-
-
-def _answer_md(update: Answer) -> str:
-    text = safe_markdown(update.text)
-    if update.waiting:  # someone is ahead: say so, and what comes when it is this answer's turn
-        after = f" — next: {update.progress}" if update.progress else ""
-        text = f"{queue_line(waiting=update.waiting)}{after}\n\n" + text
-    elif update.progress and not update.done:
-        text = f"_{update.progress}…_\n\n" + text
-    elif update.reading:
-        text = f"_{queue_line(waiting=0, reading=True)}_\n\n" + text
-    if update.error:
-        text += f"\n\n⚠ {update.error}"
-    if update.done and update.sources:
-        cited = update.cited() or update.sources
-        text += "\n\n" + "  \n".join(
-            f"\\[{', '.join(str(s.number) for s in same)}\\] {literal(same[0].name)}, page {same[0].page}"
-            for same in _pages(cited).values()
-        )
-    return text
-
-
-def _page_html(source: Source, full: str) -> str:
-    before, passage, after = full[: source.start], full[source.start : source.end], full[source.end :]
-    if not passage.strip():  # offsets unknown: show the snippet itself highlighted
-        before, passage, after = "", source.text, ""
-    body = f"{html.escape(before)}<mark>{html.escape(passage)}</mark>{html.escape(after)}"
-    return (
-        f"<div class='q-page' data-source='{source.number}'>"
-        f"<div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
-        f"<div class='q-page-text'>{body}</div></div>"
-    )
+    return timer, OnLoad(listing, [uploads], lists)

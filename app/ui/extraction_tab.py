@@ -29,17 +29,20 @@ from app.extraction.store import Run
 from app.ui.errors import explained
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
+from app.ui.wiring import OnLoad
 
 _EVERY_S = 1.0
 _CUSTOM = "custom"
 _FIELD_COLUMNS = list(TABLE_COLUMNS)
 _OVER = ("done", "stopped", "error")
 _QUEUED: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
+_EMPTY = "_No results yet: choose a template and documents, then **Extract**; earlier runs are under **Runs**._"
 _QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # only for steps that cannot fail
 
 
-def build(ex: ExtractionService) -> gr.Timer:
-    """Returns the tab's timer (progress and results refresh only while the tab is shown)."""
+def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
+    """Returns the tab's timer (progress and results refresh only while the tab is shown) and its refresh
+    of the documents and runs to choose from (the page runs it when the tab is shown)."""
     templates = ex.templates()
     with gr.Row():
         template = gr.Dropdown(
@@ -83,7 +86,10 @@ def build(ex: ExtractionService) -> gr.Timer:
         stop = gr.Button("Stop", elem_id="extract-stop")
         runs = gr.Dropdown(label="Runs", choices=[], elem_id="extract-runs", scale=3)
     progress = gr.Markdown(elem_id="extract-progress")
+    # no grid until there are results (an empty grid shows headers "1 2 3"): a line that says what to do
+    empty = gr.Markdown(_EMPTY, elem_id="extract-empty")
     table = gr.Dataframe(
+        visible=False,
         interactive=True,
         wrap=True,
         label="Results (edit a cell to correct it; ✓ found on its page, ? not found there, ⚠ conflict, ✎ corrected)",
@@ -93,7 +99,11 @@ def build(ex: ExtractionService) -> gr.Timer:
     with gr.Row():
         table_name = gr.Dropdown(label="Table", choices=[], elem_id="extract-table-name", scale=1)
     rows_grid = gr.Dataframe(
-        interactive=True, wrap=True, label="Rows of the table (edit a cell to correct it)", elem_id="extract-table-rows"
+        visible=False,
+        interactive=True,
+        wrap=True,
+        label="Rows of the table (edit a cell to correct it)",
+        elem_id="extract-table-rows",
     )
     with gr.Row():
         csv_file = gr.DownloadButton("Export CSV", elem_id="export-csv", interactive=False)
@@ -130,11 +140,12 @@ def build(ex: ExtractionService) -> gr.Timer:
         except LookupError:
             found, results = None, []
         if found is None:
-            return "", keep, keep, keep, keep, keep, keep, keep, before
+            hidden = gr.update(visible=False)
+            return "", hidden, gr.update(visible=True), keep, keep, keep, keep, keep, hidden, before
         now = (found.id, found.documents_done, found.status, tuple(json.dumps(r.corrected) for r in results))
         line = _progress(found, ex.live(found.id))
         if now == before:
-            return line, keep, keep, keep, keep, keep, keep, keep, before
+            return line, keep, keep, keep, keep, keep, keep, keep, keep, before
         ready = bool(results) and found.status in _OVER  # export once, when it is over
         files = _exports(ex, found.id) if ready else (None, None, [])
         tables = [name for name, spec in found.schema["properties"].items() if is_table(spec)]
@@ -142,7 +153,8 @@ def build(ex: ExtractionService) -> gr.Timer:
         flat = flat_grid(found, results)
         return (
             line,
-            gr.update(value=flat, column_widths=widths(flat["headers"])),
+            gr.update(value=flat, column_widths=widths(flat["headers"]), visible=bool(results)),
+            gr.update(visible=not results),
             review(found, results),
             gr.update(value=files[0], interactive=ready),
             gr.update(value=files[1], interactive=ready),
@@ -164,9 +176,9 @@ def build(ex: ExtractionService) -> gr.Timer:
         except LookupError:
             found = None
         if found is None or not name or not is_table(found.schema["properties"].get(name, {})):
-            return pd.DataFrame()
+            return gr.update(value=pd.DataFrame(), visible=False)
         grid = table_grid(found, name, ex.table_rows(found.id, name))
-        return gr.update(value=grid, column_widths=widths(grid["headers"]))
+        return gr.update(value=grid, column_widths=widths(grid["headers"]), visible=True)
 
     @explained
     def on_table_edit(run_id: int | None, name: str | None, edited: pd.DataFrame) -> None:
@@ -186,7 +198,7 @@ def build(ex: ExtractionService) -> gr.Timer:
         schema = schema_from_fields(rows.fillna("").values.tolist(), column_rows=cols.fillna("").values.tolist())
         return json.dumps(schema, indent=2, ensure_ascii=False), _CUSTOM
 
-    outputs = [progress, table, view, csv_file, json_file, table_files, table_name, rows_grid, shown]
+    outputs = [progress, table, empty, view, csv_file, json_file, table_files, table_name, rows_grid, shown]
     run.click(on_run, [template, documents, folder, schema_text], [runs, shown], **_QUEUED)
     stop.click(lambda run_id: ex.stop_run(run_id) if run_id else None, runs, None, **_QUIET)
     runs.change(lambda run_id: refresh(run_id, None), runs, outputs, **_QUIET)
@@ -204,7 +216,7 @@ def build(ex: ExtractionService) -> gr.Timer:
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(refresh, [runs, shown], outputs, **_QUIET)
     timer.tick(choices, None, [documents, folder, runs], **_QUIET)
-    return timer
+    return timer, OnLoad(choices, [], [documents, folder, runs])
 
 
 def _texts(edited: pd.DataFrame) -> list[dict[str, str]]:

@@ -36,16 +36,16 @@ def build(ctx: AppContext) -> gr.Blocks:
                     )
                 ]
             with gr.Tab("Documents", id="documents") as documents:
-                documents_timer = documents_tab.build(
+                documents_timer, documents_now = documents_tab.build(
                     ctx.knowledge,
                     ctx.answerer,
                     ctx.summariser,
                     max_upload_bytes=ctx.settings.knowledge.max_file_bytes,
                 )
             with gr.Tab("Extraction", id="extraction") as extraction:
-                extraction_timer = extraction_tab.build(ctx.extraction)
+                extraction_timer, extraction_now = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
-                cards_timer = cards_tab.build(ctx.telemetry)
+                cards_timer, cards_now = cards_tab.build(ctx.telemetry)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.web.ui_updates_per_s)
         documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
         extraction_api.register(ctx.extraction)
@@ -64,7 +64,10 @@ def build(ctx: AppContext) -> gr.Blocks:
                 queue=False,
                 api_visibility="private",
             )
-        for load in loads:
+        # a tab as it is now, at once when shown (its timer's first tick comes a second or two later)
+        for tab, now in ((documents, documents_now), (extraction, extraction_now), (cards, cards_now)):
+            tab.select(now.fn, now.inputs, now.outputs, queue=False, api_visibility="private")
+        for load in [*loads, cards_now]:
             page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")
         # the header as it is now, not as it was when the page was built (at boot: "no model · loading")
         page.load(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")

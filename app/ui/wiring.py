@@ -9,6 +9,17 @@ from typing import Any
 ENGINE_QUEUE = "engine"  # every engine-bound event shares one concurrency group
 ENGINE_LISTENERS = 64  # our own queue serialises the engine; Gradio only has to let callers in
 
+# The options of a page's steps. QUIET: answers at once and cannot fail. MAY_REFUSE: runs through the
+# queue, since Gradio 6 shows a refusal's text only for those (a `queue=False` step's gr.Error becomes a
+# bare red "Error" on its outputs). ENGINE_BOUND: waits for the engine, in its concurrency group.
+QUIET: dict[str, Any] = {"queue": False, "api_visibility": "private"}
+MAY_REFUSE: dict[str, Any] = {"concurrency_limit": None, "api_visibility": "private", "show_progress": "hidden"}
+ENGINE_BOUND: dict[str, Any] = {
+    "concurrency_limit": ENGINE_LISTENERS,
+    "concurrency_id": ENGINE_QUEUE,
+    "api_visibility": "private",
+}
+
 
 @dataclass(frozen=True)
 class OnLoad:

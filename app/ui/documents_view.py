@@ -1,0 +1,142 @@
+"""What the Documents tab shows: the library table (status in colour, indexing by named phase), the report
+of this page's uploads, the progress line, answers with their sources, a source's page."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from app.knowledge.answer import Answer, Source
+from app.knowledge.ingest import FileProgress, IngestProgress
+from app.knowledge.store import DocumentInfo
+from app.ui.display import queue_line
+from app.ui.rendering import literal, safe_markdown
+
+# What a person reads first comes first (the note says why a file is not indexed); the short columns are as
+# wide as their headers ("Passages" in a 9 % column broke as "Pas/sag/es") and scroll in view when needed.
+COLUMNS = ["Document", "Status", "Note", "Pages", "Passages", "Folder"]
+WIDTHS: list[str | int] = ["30%", "150px", "40%", "70px", "92px", "80px"]
+STATUS = {
+    "ok": "✅ indexed",
+    "error": "⚠ not indexed",
+    "duplicate": "⧉ duplicate",
+    "indexing": "⏳ indexing",
+    "queued": "⏳ queued",
+}
+# The status cell's colour, by meaning; the colours themselves are CSS variables (light and dark) in quartet.css.
+_TONE = {"ok": "ok", "error": "bad", "duplicate": "warn", "indexing": "busy", "queued": "busy"}
+# The phases of indexing one file, in order: a file's progress moves forward through them, never back.
+PHASES = ("reading", "embedding", "saving")
+
+
+def names(text: str) -> list[str]:
+    """The file names the page's script sent, one a line."""
+    return [line.strip() for line in (text or "").splitlines() if line.strip()][:50]
+
+
+def table(docs: list[DocumentInfo], progress: IngestProgress) -> dict[str, Any]:
+    """The library as the Dataframe's value: a file being indexed says its phase in its status (its page
+    count stays its page count: the share embedded, in pages, read as "117 → 58 pages")."""
+    running = {file.name: file for file in progress.running}
+    rows, styles = [], []
+    for d in docs:
+        now = running.get(d.name) if d.status in ("indexing", "queued") else None
+        status = _phase(now) if now else STATUS.get(d.status, d.status)
+        pages = str(d.pages_total) if d.pages_total else ""
+        rows.append([d.name, status, d.error or d.note or "", pages, d.chunk_count, d.collection or ""])
+        tone = _TONE.get(d.status, "")
+        styles.append(["", f"color: var(--q-tone-{tone}); font-weight: 600" if tone else "", "", "", "", ""])
+    return {"headers": COLUMNS, "data": rows, "metadata": {"styling": styles} if rows else None}
+
+
+def _phase(file: FileProgress) -> str:
+    """'⏳ reading 40/117', '⏳ embedding 58/117', '⏳ saving': where one file's indexing stands."""
+    if file.state in ("reading", "embedding") and file.pages_total:
+        return f"⏳ {file.state} {file.pages_done}/{file.pages_total}"
+    return f"⏳ {file.state}"
+
+
+def uploads_md(sent: list[list[Any]], docs: list[DocumentInfo]) -> str:
+    """Each file this page uploaded, with where it stands now (not only "queued")."""
+    by_name = {d.name: d for d in docs}
+    lines = []
+    for file, saved, refused in sent:
+        if refused:
+            lines.append(f"- ⚠ {literal(file)}: refused — {literal(refused)}")
+            continue
+        doc = by_name.get(saved)
+        state = STATUS.get(doc.status, doc.status) if doc else "⏳ queued"
+        why = (doc.error or doc.note or "") if doc else ""
+        detail = f" — {literal(why)}" if why else ""
+        renamed = f" (saved as {literal(saved)})" if saved != file else ""
+        lines.append(f"- {literal(file)}{renamed}: {state}{detail}")
+    return "\n".join(lines)
+
+
+def progress_line(progress: IngestProgress) -> str:
+    """What indexing does now, phase by phase and each phase named with its step: 'step 1 of 3, reading
+    **a.pdf**: page 40 of 117'; then embedding (counted in pages), then saving."""
+    if progress.idle:
+        return "All documents are indexed."
+    now = []
+    for file in progress.running:
+        step = f"step {PHASES.index(file.state) + 1} of {len(PHASES)}, " if file.state in PHASES else ""
+        if file.state == "reading":
+            now.append(f"{step}reading **{literal(file.name)}**: page {file.pages_done} of {file.pages_total}")
+        elif file.state == "embedding":
+            now.append(f"{step}embedding **{literal(file.name)}**: {file.pages_done} of {file.pages_total} pages")
+        else:
+            now.append(f"{step}{file.state} **{literal(file.name)}**")
+    waiting = f"{progress.queued_count} waiting" if progress.queued_count else ""
+    return " · ".join(part for part in [*now, waiting] if part)
+
+
+def _pages(sources: list[Source]) -> dict[tuple[int, int], list[Source]]:
+    """Sources grouped by document and page: one line per page, however many passages it gave."""
+    grouped: dict[tuple[int, int], list[Source]] = {}
+    for source in sources:
+        grouped.setdefault((source.document_id, source.page), []).append(source)
+    return grouped
+
+
+def source_choices(sources: list[Source]) -> list[tuple[str, int]]:
+    return [
+        (f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, page {same[0].page}", same[0].number)
+        for same in _pages(sources).values()
+    ]
+
+
+def answer_md(update: Answer, *, stopped: bool = False) -> str:
+    """An answer (or a summary) so far: where it stands while it waits or reads, its sources once done;
+    `stopped`: the asker pressed Stop (it is said under the text so far)."""
+    text = safe_markdown(update.text)
+    if stopped:
+        return text + ("\n\n" if text else "") + "_stopped_"
+    if update.waiting:  # someone is ahead: say so, and what comes when it is this answer's turn
+        after = f" — next: {update.progress}" if update.progress else ""
+        text = f"{queue_line(waiting=update.waiting)}{after}\n\n" + text
+    elif update.progress and not update.done:
+        text = f"_{update.progress}…_\n\n" + text
+    elif update.reading:
+        text = f"_{queue_line(waiting=0, reading=True)}_\n\n" + text
+    if update.error:
+        text += f"\n\n⚠ {update.error}"
+    if update.done and update.sources:
+        cited = update.cited() or update.sources
+        text += "\n\n" + "  \n".join(
+            f"\\[{', '.join(str(s.number) for s in same)}\\] {literal(same[0].name)}, page {same[0].page}"
+            for same in _pages(cited).values()
+        )
+    return text
+
+
+def page_html(source: Source, full: str) -> str:
+    before, passage, after = full[: source.start], full[source.start : source.end], full[source.end :]
+    if not passage.strip():  # offsets unknown: show the snippet itself highlighted
+        before, passage, after = "", source.text, ""
+    body = f"{html.escape(before)}<mark>{html.escape(passage)}</mark>{html.escape(after)}"
+    return (
+        f"<div class='q-page' data-source='{source.number}'>"
+        f"<div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
+        f"<div class='q-page-text'>{body}</div></div>"
+    )

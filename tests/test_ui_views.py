@@ -1,0 +1,39 @@
+"""What the Documents tab shows, and its Stop marks, without a browser: a file's indexing named phase by
+phase, its page count kept while it is embedded, and a Stop pressed before the answer started still counts."""
+
+from __future__ import annotations
+
+from app.knowledge.ingest import FileProgress, IngestProgress
+from app.knowledge.store import DocumentInfo
+from app.ui.documents_view import progress_line, table
+from app.ui.stops import Stops
+
+
+def doc(name: str, status: str, done: int, total: int) -> DocumentInfo:
+    return DocumentInfo(
+        1, f"/kb/{name}", name, "", status, None, None, None, done, total, 0, None, None, None, None, None, None, None
+    )
+
+
+def test_a_file_being_embedded_keeps_its_page_count_and_names_its_phase() -> None:
+    embedding = FileProgress("/kb/a.pdf", "a.pdf", "embedding", 58, 117)
+    now = IngestProgress([embedding], [], 0, [])
+    shown = table([doc("a.pdf", "indexing", 58, 117)], now)  # the store holds the embedded share, in pages
+    assert shown["data"][0][1] == "⏳ embedding 58/117"
+    assert shown["data"][0][3] == "117"  # not "58/117" after "117/117": the count never goes back
+    assert "var(--q-tone-busy)" in shown["metadata"]["styling"][0][1]
+    assert progress_line(now) == "step 2 of 3, embedding **a.pdf**: 58 of 117 pages"
+    reading = IngestProgress([FileProgress("/kb/a.pdf", "a.pdf", "reading", 40, 117)], [], 2, [])
+    assert progress_line(reading) == "step 1 of 3, reading **a.pdf**: page 40 of 117 · 2 waiting"
+
+
+def test_a_stop_counts_for_the_answer_its_button_started_and_only_for_it() -> None:
+    stops = Stops()
+    asked = stops.stopped("page-1", "ask")
+    stops.stop("page-1", "ask")  # before any Ask: nothing to stop
+    stops.clear("page-1", "ask")  # Ask pressed
+    assert not asked()
+    stops.stop("page-1", "ask")  # Stop pressed, whether or not the answer has started yet
+    assert asked() and not stops.stopped("page-1", "read")() and not stops.stopped("page-2", "ask")()
+    stops.clear("page-1", "ask")  # the next Ask starts unstopped
+    assert not asked()
