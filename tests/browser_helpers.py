@@ -33,7 +33,7 @@ CONTRAST = """(el) => {
 TOAST = ".toast-body, [data-testid='toast-body']"
 CHAT_READY = "#chat-input textarea"
 # the chat's status line once an answer is over: its stats, a warning, or "stopped"
-ANSWER_OVER = "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)"
+ANSWER_OVER = "() => /tok\\/s|⚠|stopped/.test((document.querySelector('#chat-status')?.innerText ?? ''))"
 
 
 def open_page(
@@ -89,11 +89,13 @@ def answered(page: Any, text: str) -> None:
     page.locator("#send").click()
     page.locator("#chatbot [data-testid='user']").get_by_text(text).wait_for(timeout=15_000)
     page.wait_for_function(
-        "() => /generating|waiting|reading/.test(document.querySelector('#chat-status').innerText)"
-        " || /tok\\/s/.test(document.querySelector('#chat-status').innerText)",
+        "() => /generating|waiting|reading/.test((document.querySelector('#chat-status')?.innerText ?? ''))"
+        " || /tok\\/s/.test((document.querySelector('#chat-status')?.innerText ?? ''))",
         timeout=60_000,
     )
-    page.wait_for_function("() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)", timeout=90_000)
+    page.wait_for_function(
+        "() => /tok\\/s|⚠/.test((document.querySelector('#chat-status')?.innerText ?? ''))", timeout=90_000
+    )
     page.locator("#send").wait_for(state="visible", timeout=10_000)
 
 

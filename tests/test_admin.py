@@ -241,7 +241,7 @@ def test_parallel_and_background_slots_are_set_on_the_admin_page(
         page.locator("#background-slots input").fill("2")
         page.locator("#apply-settings").click()
         page.wait_for_function(
-            "() => /loaded in|⚠/.test(document.querySelector('#switch-result').innerText)", timeout=120_000
+            "() => /loaded in|⚠/.test((document.querySelector('#switch-result')?.innerText ?? ''))", timeout=120_000
         )
         assert "loaded in" in page.locator("#switch-result").inner_text()
         queue = c.predict(api_name="/status")["queue"]

@@ -107,7 +107,7 @@ def test_drop_a_pdf_then_ask_and_see_a_cited_answer(
     page = open_tab(browser, appliance.url, "Documents", 1280, 1000)
     page.locator("#upload input[type=file]").set_input_files(str(pdf))
     page.wait_for_function(
-        "() => /quick-start\\.pdf[\\s\\S]*\\bindexed\\b/.test(document.querySelector('#documents').innerText)",
+        "() => /quick-start\\.pdf[\\s\\S]*\\bindexed\\b/.test((document.querySelector('#documents')?.innerText ?? ''))",
         timeout=120_000,
     )
     page.locator("#question textarea").fill("How do I switch the appliance on the first time?")
@@ -136,7 +136,9 @@ def test_extract_with_a_template_see_the_table_and_export_csv(
     extract_with(page, "Invoice", invoice.name, timeout_s=240)
     table = page.locator("#extract-results")
     page.wait_for_function(
-        "name => document.querySelector('#extract-results').innerText.includes(name)", arg=invoice.name, timeout=10_000
+        "name => (document.querySelector('#extract-results')?.innerText ?? '').includes(name)",
+        arg=invoice.name,
+        timeout=10_000,
     )
     assert "invoice_number" in table.inner_text()
     review = page.locator("#extract-review")
@@ -194,7 +196,7 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
         page.locator("#chat-input textarea").fill(text)
         page.locator("#send").click()
         page.wait_for_function(
-            "() => /tok\\/s|⚠/.test(document.querySelector('#chat-status').innerText)", timeout=90_000
+            "() => /tok\\/s|⚠/.test((document.querySelector('#chat-status')?.innerText ?? ''))", timeout=90_000
         )  # the answer is over
         page.wait_for_timeout(500)
         user = page.locator("#chatbot .message.user, #chatbot [data-testid='user']").last.inner_text()
@@ -229,7 +231,7 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
     assert grid.locator("td .q-ok, td .q-warn, td .q-muted").count() >= 1, "each cell says whether its page has it"
     rows = page.locator("#extract-table-rows")
     page.wait_for_function(
-        "() => document.querySelector('#extract-table-rows').innerText.includes('lab-browser')", timeout=15_000
+        "() => (document.querySelector('#extract-table-rows')?.innerText ?? '').includes('lab-browser')", timeout=15_000
     )
     page.screenshot(path=str(artifacts / "extraction-table.png"), full_page=True)
     cell = rows.locator("[data-testid='cell-0-2']")  # document, row, analyte

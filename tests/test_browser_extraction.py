@@ -69,7 +69,7 @@ def show_run(page: Any, run_id: int, name: str) -> None:
     page.locator("#extract-runs input").click()
     page.get_by_role("option", name=re.compile(rf"^#{run_id} ")).click()
     page.wait_for_function(
-        "n => document.querySelector('#extract-results').innerText.includes(n)", arg=name, timeout=20_000
+        "n => (document.querySelector('#extract-results')?.innerText ?? '').includes(n)", arg=name, timeout=20_000
     )
 
 
@@ -79,7 +79,7 @@ def field_table_of_the_invoice(page: Any) -> None:
     page.locator("#custom-schema").get_by_text("Custom schema").first.click()
     page.locator("#from-template").click()
     page.wait_for_function(
-        "() => document.querySelector('#field-table').innerText.includes('invoice_number')", timeout=15_000
+        "() => (document.querySelector('#field-table')?.innerText ?? '').includes('invoice_number')", timeout=15_000
     )
 
 
@@ -114,12 +114,13 @@ def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, applianc
     page.locator("#field-type input").click()
     page.get_by_role("option", name="table", exact=True).click()
     page.wait_for_function(
-        f"() => document.querySelector(\"#field-table [data-testid='cell-{before}-1']\").innerText.trim() === 'table'",
+        f"() => (document.querySelector(\"#field-table [data-testid='cell-{before}-1']\")?.innerText ?? '')"
+        ".trim() === 'table'",
         timeout=15_000,
     )
     assert page.locator("#column-table").is_visible(), "a table's columns are edited in a second small table"
     page.wait_for_function(
-        "() => document.querySelector('#column-table').innerText.includes('parts')", timeout=15_000
+        "() => (document.querySelector('#column-table')?.innerText ?? '').includes('parts')", timeout=15_000
     )  # the new table got a first column row to fill in
     page.locator("#field-table").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "extraction-fields-1280x800.png"))

@@ -70,13 +70,13 @@ def test_a_drop_with_a_file_too_large_reports_and_indexes_every_other_file(
     status = page.locator("#upload-status")
     page.wait_for_function(
         "() => /huge-scan-ui\\.pdf[^\\n]*refused[^\\n]*larger than 200 MB/.test("
-        "document.querySelector('#upload-status').innerText)",
+        "(document.querySelector('#upload-status')?.innerText ?? ''))",
         timeout=30_000,
     )
     for name in (small.name, other.name):
         page.wait_for_function(
             "n => new RegExp(n.replace('.', '\\\\.') + '[^\\\\n]*indexed').test("
-            "document.querySelector('#upload-status').innerText)",
+            "(document.querySelector('#upload-status')?.innerText ?? ''))",
             arg=name,
             timeout=180_000,
         )
@@ -146,7 +146,9 @@ def test_a_chat_is_exported_when_asked(browser: Any, appliance: Appliance) -> No
     text = Path(download.value.path()).read_text(encoding="utf-8")
     assert "**You:**" in text and "Export me: what is a lighthouse?" in text and "**Quartet:**" in text
     page.locator("#export-chat-json").click()
-    page.wait_for_function("() => /\\.json/.test(document.querySelector('#chat-export').innerText)", timeout=10_000)
+    page.wait_for_function(
+        "() => /\\.json/.test((document.querySelector('#chat-export')?.innerText ?? ''))", timeout=10_000
+    )
     with page.expect_download(timeout=15_000) as download:
         page.locator("#chat-export a").first.click()
     saved = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))

@@ -25,7 +25,7 @@ RECORD = """() => {
   new MutationObserver(note).observe(el, {subtree: true, childList: true, characterData: true});
   note();
 }"""
-FINISHED = "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)"
+FINISHED = "() => /tok\\/s|⚠|stopped/.test((document.querySelector('#chat-status')?.innerText ?? ''))"
 
 
 def open_chat(browser: Any, url: str) -> Any:

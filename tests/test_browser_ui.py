@@ -222,11 +222,12 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
     status = page.locator("#upload-status")
     status.get_by_text("ops-handbook-ui.pdf").wait_for(timeout=30_000)
     page.wait_for_function(
-        "() => /ops-handbook-ui\\.pdf[^\\n]*indexed/.test(document.querySelector('#upload-status').innerText)",
+        "() => /ops-handbook-ui\\.pdf[^\\n]*indexed/.test((document.querySelector('#upload-status')?.innerText ?? ''))",
         timeout=180_000,
     )
     page.wait_for_function(
-        "() => /broken-scan-ui\\.pdf[^\\n]*not indexed/.test(document.querySelector('#upload-status').innerText)",
+        "() => /broken-scan-ui\\.pdf[^\\n]*not indexed/"
+        ".test((document.querySelector('#upload-status')?.innerText ?? ''))",
         timeout=60_000,
     )
     assert "{" not in status.inner_text(), "the upload report is raw JSON"
@@ -283,7 +284,7 @@ def test_regenerate_keeps_versions_and_a_question_can_be_edited(browser: Any, ap
     page.locator("#chatbot").get_by_role("button", name=re.compile("Submit|Save", re.I)).last.click()
     page.locator("#chatbot [data-testid='user']").get_by_text("Name a fruit.").wait_for(timeout=30_000)
     page.wait_for_function(
-        "() => /tok\\/s|⚠|stopped/.test(document.querySelector('#chat-status').innerText)", timeout=90_000
+        "() => /tok\\/s|⚠|stopped/.test((document.querySelector('#chat-status')?.innerText ?? ''))", timeout=90_000
     )
     texts = page.locator("#chatbot [data-testid='user']").all_inner_texts()
     assert texts == ["Name a fruit."], f"the edited question should replace the old one: {texts}"
