@@ -202,7 +202,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         owner = owner_of(request, browser_id)
         chat.rename(cid or "", text, owner=owner)
         renamed = _owned(chat, cid, owner)
-        return listed(owner, cid, query), _renaming(renamed.title if renamed else None)
+        return listed(owner, cid, query), _renaming(renamed.title if renamed else None, clear=True)
 
     @explained
     def on_delete(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
@@ -288,9 +288,10 @@ def _owned_id(chat: ChatService, cid: str | None, owner: str) -> str | None:
     return found.id if found else None
 
 
-def _renaming(title: str | None) -> dict[str, Any]:
-    """The rename box for a conversation shown: empty, its title as the placeholder."""
-    return gr.update(value="", placeholder=title or "New chat")
+def _renaming(title: str | None, *, clear: bool = False) -> dict[str, Any]:
+    """The rename box for a conversation shown: its title as the placeholder; emptied only after a rename,
+    never when the view settles (that would wipe what is being typed)."""
+    return gr.update(value="", placeholder=title or "New chat") if clear else gr.update(placeholder=title or "New chat")
 
 
 def _answered(history: list[StoredMessage]) -> bool:
