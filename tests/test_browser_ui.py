@@ -270,6 +270,8 @@ def test_regenerate_keeps_versions_and_a_question_can_be_edited(browser: Any, ap
     page.locator("#new-chat").click()
     send(page, "Name a colour.")
     first = page.locator("#chatbot [data-testid='bot']").last.inner_text()
+    status = page.locator("#chat-status").inner_text()
+    assert "⚠" not in status, f"the first answer failed, so there is nothing to regenerate: {status}"
     page.locator("#regenerate").click()
     page.locator("#version-label").get_by_text("answer 2 of 2").wait_for(timeout=90_000)
     page.locator("#send").wait_for(state="visible", timeout=60_000)
