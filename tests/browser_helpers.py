@@ -31,7 +31,7 @@ CONTRAST = """(el) => {
   return (a + 0.05) / (b + 0.05);
 }"""
 TOAST = ".toast-body, [data-testid='toast-body']"
-CHAT_READY = "#chat-input textarea"
+CHAT_READY = "#send:not([disabled])"  # Send is on once the page's load has said whose page it is
 # the chat's status line once an answer is over: its stats, a warning, or "stopped"
 ANSWER_OVER = "() => /tok\\/s|⚠|stopped/.test((document.querySelector('#chat-status')?.innerText ?? ''))"
 

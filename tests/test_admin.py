@@ -9,6 +9,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from tests.browser_helpers import admin_login
 from tests.harness import ADMIN_PASSWORD, Appliance, wait_until
 
 
@@ -213,32 +214,23 @@ def test_a_parallel_that_does_not_fit_is_refused_naming_the_card(admin: tuple[Cl
     still_serving(c)
 
 
-def page_login(page: Any, url: str) -> None:
-    """Log in on the admin page, waiting out a throttle an earlier test's wrong password started (the
-    page may open a moment after the password was sent: it is sent again only while it is shown)."""
-    page.goto(url + "/admin/", wait_until="load")
-    page.locator("#admin-password input").wait_for(timeout=15_000)
-    deadline = time.monotonic() + 60
-    while not page.locator("#catalog").is_visible():
-        assert time.monotonic() < deadline, "could not log in to the admin page"
-        if page.locator("#admin-password input").is_visible():
-            page.locator("#admin-password input").fill(ADMIN_PASSWORD)
-            page.locator("#admin-password input").press("Enter")
-        page.wait_for_timeout(1_500)
-
-
 def test_parallel_and_background_slots_are_set_on_the_admin_page(
     browser: Any, admin: tuple[Client, str], appliance: Appliance
 ) -> None:
     c, token = admin
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     try:
-        page_login(page, appliance.url)
+        admin_login(page, appliance.url)
         page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
         page.get_by_text("Engine settings", exact=True).first.click()
         assert page.locator("#parallel input").input_value() == "4"
         page.locator("#parallel input").fill("3")
         page.locator("#background-slots input").fill("2")
+        page.locator("#background-slots input").press("Tab")
+        typed = page.evaluate(
+            "() => ['#parallel input', '#background-slots input'].map(s => document.querySelector(s).value)"
+        )
+        assert typed == ["3", "2"], f"what was typed did not stay in the form: {typed}"
         page.locator("#apply-settings").click()
         page.wait_for_function(
             "() => /loaded in|⚠/.test((document.querySelector('#switch-result')?.innerText ?? ''))", timeout=120_000

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import extract_with, ingest, open_chat, open_tab
+from tests.browser_helpers import CHAT_READY, extract_with, ingest, open_chat, open_tab
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -61,7 +61,7 @@ def test_kiosk_view_has_cards_and_chat_but_no_admin(
     page.goto(appliance.url + "/kiosk/", wait_until="load")
     page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
     assert page.locator("#kiosk-cards .q-panel").count() == 4
-    page.locator("#chat-input textarea").wait_for(timeout=15_000)  # rendered after the page's load event
+    page.locator(CHAT_READY).wait_for(timeout=15_000)  # rendered after the page's load event
     page.wait_for_timeout(500)
     page.screenshot(path=str(artifacts / f"kiosk-{size[0]}x{size[1]}.png"))
     for admin in ("Admin", "Use via API", "Settings", "System prompt"):
@@ -192,7 +192,7 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
         page.goto(appliance.url, wait_until="load")
-        page.locator("#chat-input textarea").wait_for(timeout=15_000)
+        page.locator(CHAT_READY).wait_for(timeout=15_000)
         page.locator("#chat-input textarea").fill(text)
         page.locator("#send").click()
         page.wait_for_function(
@@ -226,7 +226,11 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
     page = open_tab(browser, appliance.url, "Extraction", 1280, 1400)
     extract_with(page, "Lab report", report.name, timeout_s=300)
     grid = page.locator("#extract-review table.q-grid[data-table='results']")
-    grid.wait_for(timeout=15_000)
+    try:
+        grid.wait_for(timeout=15_000)
+    except Exception as error:
+        said = page.locator("#extract-review").inner_text()
+        raise AssertionError(f"no results grid after the run; the review says: {said!r}") from error
     assert grid.locator("tr").count() >= 2, "the results table has a row"
     assert grid.locator("td .q-ok, td .q-warn, td .q-muted").count() >= 1, "each cell says whether its page has it"
     rows = page.locator("#extract-table-rows")

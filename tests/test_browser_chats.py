@@ -164,3 +164,41 @@ def test_the_extraction_tab_on_a_phone_has_a_clean_empty_state(
         page.screenshot(path=str(artifacts / "extraction-empty-390x844.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_a_page_owns_nothing_until_its_load_says_whose_it_is(browser: Any, appliance: Appliance) -> None:
+    """CI, on a loaded machine: a message sent before the page's load came back (with the browser's id) was
+    filed under the named endpoints' owner, out of the browser's own list, and an early "New chat" listed
+    those conversations. The page's calls are held here, as a busy box holds them."""
+    word = f"quay{secrets.token_hex(3)}"
+    store = ChatStore(Database(appliance.data_dir / "quartet.db"))
+    store.add(store.create("", owner="api"), "user", f"API client note about the {word}")
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    with browser_context(browser, 1366, 768) as context:
+        page = context.new_page()
+        page.route("**/run/**", hold)  # the page's direct calls (its load among them) wait here
+        page.goto(appliance.url, wait_until="load")
+        page.locator("#chat-input textarea").wait_for(timeout=15_000)
+        for _ in range(50):
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "the page's load made no call to hold"
+        assert page.locator("#send").is_disabled(), "Send is on before the page knows whose it is"
+        page.locator("#new-chat").click()  # held too: it answers after the load
+        released = 0
+        while released < len(held):  # in the order they were made: the load's first
+            held[released].continue_()
+            released += 1
+        page.unroute("**/run/**", hold)
+        page.locator("#send:not([disabled])").wait_for(timeout=15_000)
+        page.wait_for_timeout(1_500)  # the held "New chat" has answered by now
+        assert word not in page.locator("#conversations").inner_text(), "the page lists the API's conversations"
+        send(page, f"My own note about the {word}")
+    with Database(appliance.data_dir / "quartet.db").read() as db:
+        owners = [row[0] for row in db.execute("SELECT owner FROM conversations WHERE title LIKE ?", [f"%{word}%"])]
+    assert sorted(o.split(":")[0] for o in owners) == ["api", "browser"], f"the page's message went to {owners}"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import CONTRAST, admin_login
+from tests.browser_helpers import CHAT_READY, CONTRAST, admin_login
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -88,7 +88,7 @@ def test_every_tab_fits_and_is_photographed(
     try:
         page = context.new_page()
         page.goto(appliance.url, wait_until="load")
-        page.locator("#chat-input textarea").wait_for(timeout=15_000)
+        page.locator(CHAT_READY).wait_for(timeout=15_000)
         page.locator("#q-header").get_by_text("ready").first.wait_for(timeout=15_000)
         for tab, primary in TABS:
             page.get_by_role("tab", name=tab).click()
@@ -102,7 +102,7 @@ def test_every_tab_fits_and_is_photographed(
             wrong += dark(page, "Cards", "#card-panels .q-panel")
 
         page.goto(appliance.url + "/kiosk", wait_until="load")  # without the slash, as people type it
-        page.locator("#chat-input textarea").wait_for(timeout=15_000)
+        page.locator(CHAT_READY).wait_for(timeout=15_000)
         page.locator("#kiosk-cards .q-panel").first.wait_for(timeout=15_000)
         page.screenshot(path=str(folder / f"kiosk-{name}.png"))
         wrong += fits(page, "Kiosk", "#chat-input, #send", height)

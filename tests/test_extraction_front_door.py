@@ -165,3 +165,17 @@ def test_the_extraction_tab_gets_only_its_service() -> None:
         p.name for p in (ROOT / "app/ui").glob("*.py") if 'api_name="extract' in p.read_text(encoding="utf-8")
     )
     assert registering == ["extraction_api.py"], "the extraction endpoints live beside their tab"
+
+
+def test_a_table_with_no_rows_is_said_to_be_empty(tmp_path: Path) -> None:
+    """A table the model found nothing for was left out of the review, which read like a failed run."""
+    store = ExtractionStore(Database(tmp_path / "q.db"))
+    run_id = store.create_run(template="invoice", schema=INVOICE, title="Invoices", documents_total=1)
+    record = {"invoice_number": "INV-2024-0117", "line_items": []}
+    store.save_result(run_id, "invoice.pdf", merge([PartResult((1, 2), record)], INVOICE, PAGES), document_id=3)
+    run = store.run(run_id)
+    assert run is not None
+    page = review(run, store.results(run_id))
+    assert "<b>invoice_number</b>" in page
+    assert "line_items" in page and "no rows found in this document" in page
+    assert "<table class='q-grid'" not in page

@@ -10,14 +10,27 @@ def client_address(request: gr.Request | None) -> str:
     return request.client.host if request is not None and request.client else "?"
 
 
-def owner_of(request: gr.Request | None, browser_id: str | None = None) -> str:
-    """Whose conversations: the login's when people log in, else the browser's own random id, else
-    ("api") a client of the named endpoints without a login."""
+# A page whose load has not yet said whose it is (its browser id comes with the load's answer, which a
+# loaded machine can deliver after the first click): it owns nothing and lists nothing. It must never fall
+# back to "api", the named endpoints' owner: an early "New chat" listed their conversations, and a message
+# sent before the load landed was filed under them, out of its own browser's list.
+UNKNOWN_PAGE = "page:unknown"
+
+
+def owner_of(request: gr.Request | None) -> str:
+    """Whose conversations, for a client of the named endpoints: the login's, else ("api") everyone's
+    without a login."""
     if request is not None and getattr(request, "username", None):
         return f"user:{request.username}"
-    if browser_id:
-        return f"browser:{browser_id}"
     return "api"
+
+
+def page_owner(request: gr.Request | None, browser_id: str | None) -> str:
+    """Whose conversations, for a page: the login's when people log in, else the browser's own random id,
+    else nobody's yet (UNKNOWN_PAGE)."""
+    if request is not None and getattr(request, "username", None):
+        return f"user:{request.username}"
+    return f"browser:{browser_id}" if browser_id else UNKNOWN_PAGE
 
 
 def session_of(request: gr.Request | None) -> str:

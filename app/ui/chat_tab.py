@@ -16,7 +16,7 @@ from app.chat.service import ChatService, ChatUpdate
 from app.chat.store import Conversation, StoredMessage
 from app.errors import NotFound, Refused
 from app.ui import display
-from app.ui.callers import owner_of, session_of
+from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
 from app.ui.errors import explained
 from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
@@ -65,11 +65,14 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             with gr.Row(elem_id="composer"):
                 box = gr.Textbox(placeholder="Message Quartet…", show_label=False, scale=6, lines=1, max_lines=8,
                                  elem_id="chat-input")  # fmt: skip
-                send = gr.Button("Send", variant="primary", scale=1, min_width=90, elem_id="send")
+                # off until the page's load says whose page it is (see callers.UNKNOWN_PAGE)
+                send = gr.Button("Send", variant="primary", scale=1, min_width=90, interactive=False, elem_id="send")
                 stop = gr.Button("Stop", variant="stop", scale=1, min_width=90, visible=False, elem_id="stop")
                 regenerate = gr.Button("Regenerate", scale=1, min_width=110, interactive=False, elem_id="regenerate")
 
-    def listed(owner: str, cid: str | None, query: str = "") -> dict[str, Any]:
+    def listed(owner: str, cid: str | None, query: str = "") -> Any:
+        if owner == UNKNOWN_PAGE:  # the page's load lists its own when it comes back
+            return gr.skip()
         choices = [_label(c) for c in chat.recent(owner, query=query)]
         return gr.update(choices=choices, value=cid if any(c[1] == cid for c in choices) else None)
 
@@ -107,7 +110,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     def on_load(browser_id: str | None, cid: str | None, request: gr.Request) -> tuple[Any, ...]:
         browser_id = browser_id or secrets.token_urlsafe(18)
-        return browser_id, *showing(request, shown(owner_of(request, browser_id), cid))
+        return browser_id, *showing(request, shown(page_owner(request, browser_id), cid)), gr.update(interactive=True)
 
     def stream(updates: Iterator[ChatUpdate], cid: str, owner: str, page: str) -> Iterator[tuple[Any, ...]]:
         history = chat.history(cid, owner=owner)
@@ -125,7 +128,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise Refused("Type a message first.")
-        owner, page = owner_of(request, browser_id), session_of(request)
+        owner, page = page_owner(request, browser_id), session_of(request)
+        if owner == UNKNOWN_PAGE:  # Enter pressed before the page's load came back (Send is off until then)
+            raise Refused("The page is still opening: send again in a moment.")
         before = _owned_id(chat, cid, owner)
         cid = chat.open(before, owner=owner, system_prompt=prompt)
         updates = chat.send(cid, text, owner=owner, session=page)
@@ -141,7 +146,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     @explained
     def on_regenerate(cid: str | None, browser_id: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         updates = chat.regenerate(cid or "", owner=owner, session=session_of(request))
         yield from stream(updates, cid or "", owner, session_of(request))
 
@@ -150,7 +155,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     def settled(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         """The view once an answer is over (a new chat's title came as its question was sent)."""
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
         return (
@@ -164,7 +169,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_edit(
         cid: str | None, browser_id: str | None, edited: gr.EditData, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
         index = edited.index if isinstance(edited.index, int) else edited.index[0]
         message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
@@ -177,7 +182,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_version(
         cid: str | None, browser_id: str | None, step: int, query: str, request: gr.Request
     ) -> tuple[Any, ...]:
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
         if found is not None:
             ids, active = chat.versions(found.id, owner=owner)
@@ -187,32 +192,32 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         return showing(request, shown(owner, cid, query))
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *showing(request, shown(owner_of(request, browser_id), cid, query)), gr.update(elem_classes=[]), False
+        return *showing(request, shown(page_owner(request, browser_id), cid, query)), gr.update(elem_classes=[]), False
 
     def on_new(browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *showing(request, shown(owner_of(request, browser_id), None, query)), gr.update(elem_classes=[]), False
+        return *showing(request, shown(page_owner(request, browser_id), None, query)), gr.update(elem_classes=[]), False
 
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
-        return listed(owner_of(request, browser_id), cid, query)
+        return listed(page_owner(request, browser_id), cid, query)
 
     @explained
     def on_rename(
         cid: str | None, text: str, browser_id: str | None, query: str, request: gr.Request
     ) -> tuple[Any, ...]:
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         chat.rename(cid or "", text, owner=owner)
         renamed = _owned(chat, cid, owner)
         return listed(owner, cid, query), _renaming(renamed.title if renamed else None, clear=True)
 
     @explained
     def on_delete(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         chat.delete(cid or "", owner=owner)
         return *showing(request, shown(owner, None)), gr.update(visible=False)
 
     @explained
     def on_export(cid: str | None, browser_id: str | None, as_json: bool, request: gr.Request) -> dict[str, Any]:
-        owner = owner_of(request, browser_id)
+        owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
         if found is None:
             raise Refused("There is no chat to export yet: send a message first.")
@@ -273,7 +278,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         [listing, drawer_open],
         **quiet,
     )
-    return OnLoad(on_load, [browser, conversation], [browser, *view])
+    return OnLoad(on_load, [browser, conversation], [browser, *view, send])
 
 
 def _owned(chat: ChatService, cid: str | None, owner: str) -> Conversation | None:

@@ -30,9 +30,9 @@ def review(run: Run, results: list[Result]) -> str:
         flat = [name for name, spec in run.schema["properties"].items() if not is_table(spec)]
         items = "".join(_field(result, name) for name in flat if result.final.get(name) is not None)
         grids = "".join(
-            _grid(run, result, name)
+            _grid(run, result, name) if result.final.get(name) else _no_rows(name)
             for name, spec in run.schema["properties"].items()
-            if is_table(spec) and result.final.get(name)
+            if is_table(spec)
         )
         error = f"<div class='q-warn'>⚠ {html.escape(result.error)}</div>" if result.error else ""
         parts.append(
@@ -155,6 +155,14 @@ def _grid(run: Run, result: Result, name: str) -> str:
     return (
         f"<div class='q-grid-title'>{html.escape(name)}</div>"
         f"<table class='q-grid' data-table='{html.escape(name)}'><tr>{head}</tr>{''.join(body)}</table>"
+    )
+
+
+def _no_rows(name: str) -> str:
+    """A table the model found no rows for is said to be empty, not left out (it looked like a failure)."""
+    return (
+        f"<div class='q-grid-title'>{html.escape(name)}</div>"
+        f"<p class='q-muted' data-table='{html.escape(name)}'>no rows found in this document</p>"
     )
 
 
