@@ -103,13 +103,17 @@ def main() -> int:
     parser.add_argument("--clients", default="1,2,4,8")
     parser.add_argument("--first-port", type=int, default=29100, help="first card RPC port (health +1000)")
     parser.add_argument("--app-port", type=int, default=29190)
+    parser.add_argument("--card-threads", type=int, default=1, help="CPU threads of each card agent")
+    parser.add_argument("--last-card-threads", type=int, default=2, help="... of the last one")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.NAME=VALUE", help="another setting")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
-    knobs = {"engine.parallel": str(args.parallel)}
+    knobs = {"engine.parallel": str(args.parallel), **dict(item.split("=", 1) for item in args.set)}
     results: dict[int, list[tuple[float, list[float], int, float, float]]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        with card_agents(args.first_port, work) as cards, app(cards.endpoints, work, args.app_port, knobs) as url:
+        cards_at = card_agents(args.first_port, work, threads=args.card_threads, last_threads=args.last_card_threads)
+        with cards_at as cards, app(cards.endpoints, work, args.app_port, knobs) as url:
             last_card = cards.procs[len(cards.procs) - 1].pid
             stream(url, "A warm-up: write a long, detailed story about it.", 16)  # a topic no round asks about
             for r in range(args.rounds):
