@@ -79,8 +79,36 @@ def send(page: Any, text: str) -> None:
     """Send `text` and wait until the answer is over and Send is back."""
     page.locator("#chat-input textarea").fill(text)
     page.locator("#send").click()
-    page.wait_for_function(ANSWER_OVER, timeout=90_000)
+    try:
+        page.wait_for_function(ANSWER_OVER, timeout=90_000)
+    except Exception as error:
+        raise AssertionError(f"the answer to {text!r} was not over in 90 s; the page shows: {said(page)}") from error
     page.locator("#send").wait_for(state="visible", timeout=10_000)
+
+
+def said(page: Any) -> str:
+    """What the chat shows now (status line, toasts, the last bubble), for a failure's message."""
+    return repr(
+        page.evaluate(
+            "() => ({status: document.querySelector('#chat-status')?.innerText,"
+            " toasts: [...document.querySelectorAll('.toast-body')].map(e => e.innerText),"
+            " last: [...document.querySelectorAll('#chatbot .message')].map(e => e.innerText).slice(-2)})"
+        )
+    )
+
+
+def engine_idle(appliance: Appliance, timeout: float = 180.0) -> None:
+    """Wait until no answer runs or waits (what an earlier test started has ended): an answer that shares
+    its steps with others can come out differently (llama.cpp's batched arithmetic), so a test that needs
+    the model's solo answer waits for this first."""
+    from gradio_client import Client
+
+    c = Client(appliance.url, verbose=False)
+    wait_until(
+        lambda: (queue := c.predict(api_name="/status")["queue"]) and not queue["running"] and not queue["waiting"],
+        timeout=timeout,
+        every=0.5,
+    )
 
 
 def answered(page: Any, text: str) -> None:

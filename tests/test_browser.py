@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import CHAT_READY, extract_with, ingest, open_chat, open_tab
+from tests.browser_helpers import CHAT_READY, engine_idle, extract_with, ingest, open_chat, open_tab
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -223,6 +223,7 @@ def test_a_template_with_a_table_shows_the_grid_takes_a_correction_and_exports_t
         encoding="utf-8",
     )
     ingest(appliance, report)
+    engine_idle(appliance)  # the model's solo answer has the rows (shared steps once gave none, under load)
     page = open_tab(browser, appliance.url, "Extraction", 1280, 1400)
     extract_with(page, "Lab report", report.name, timeout_s=300)
     grid = page.locator("#extract-review table.q-grid[data-table='results']")

@@ -18,7 +18,17 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser_helpers import CONTRAST, admin_login, browser_context, goto, open_chat, open_tab, send, stopped
+from tests.browser_helpers import (
+    CONTRAST,
+    admin_login,
+    browser_context,
+    engine_idle,
+    goto,
+    open_chat,
+    open_tab,
+    send,
+    stopped,
+)
 from tests.harness import Appliance, free_port, wait_until
 
 pytestmark = pytest.mark.browser
@@ -266,6 +276,7 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
 
 
 def test_regenerate_keeps_versions_and_a_question_can_be_edited(browser: Any, appliance: Appliance) -> None:
+    engine_idle(appliance)  # what earlier tests started has ended: this one's answers are not held up by it
     page = open_chat(browser, appliance.url, 1366, 900)
     page.locator("#new-chat").click()
     send(page, "Name a colour.")

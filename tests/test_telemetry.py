@@ -62,7 +62,7 @@ def test_a_killed_card_shows_down_within_three_seconds(appliance: Appliance) -> 
     try:
         down = wait_until(lambda: (now := cards(c)) and now[0]["state"] == "down" and now, timeout=3, every=0.1)
         assert time.monotonic() - killed < 3
-        assert down[0]["reason"] in ("refused", "timeout")
+        assert down[0]["reason"] in ("refused", "timeout", "reset")  # killed mid-probe: reset
         assert down[0]["last_seen"] is not None
     finally:
         appliance.cards.start(0)
@@ -101,3 +101,18 @@ def test_pages_beside_the_app_are_served(appliance: Appliance, path: str) -> Non
     asked = urllib.request.Request(appliance.url + path, headers={"Authorization": f"Bearer {API_KEY}"})
     with urllib.request.urlopen(asked, timeout=5) as response:
         assert response.status == 200
+
+
+def test_why_a_card_is_down_is_said_in_a_word() -> None:
+    """A card killed while its health was being read reset the connection: the page showed
+    "[Errno 104] Connection reset by peer" where the other reasons are one word."""
+    import http.client
+    import urllib.error
+
+    from app.telemetry.monitor import _reason
+
+    assert _reason(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))) == "refused"
+    assert _reason(urllib.error.URLError(TimeoutError("timed out"))) == "timeout"
+    assert _reason(ConnectionResetError(104, "Connection reset by peer")) == "reset"
+    assert _reason(http.client.RemoteDisconnected("Remote end closed connection without response")) == "reset"
+    assert _reason(urllib.error.URLError(ConnectionResetError(104, "Connection reset by peer"))) == "reset"

@@ -52,6 +52,8 @@ def _reason(err: Exception) -> str:
         return "refused"
     if isinstance(err, TimeoutError):
         return "timeout"
+    if isinstance(err, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+        return "reset"  # the card went away in the middle of an answer to us (killed, rebooted)
     return str(err) or type(err).__name__
 
 
