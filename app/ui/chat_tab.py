@@ -13,7 +13,7 @@ from typing import Any
 import gradio as gr
 
 from app.chat.service import ChatService, ChatUpdate
-from app.chat.store import Conversation, StoredMessage
+from app.chat.store import Conversation
 from app.errors import NotFound, Refused
 from app.ui import display
 from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
@@ -73,7 +73,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def listed(owner: str, cid: str | None, query: str = "") -> Any:
         if owner == UNKNOWN_PAGE:  # the page's load lists its own when it comes back
             return gr.skip()
-        choices = [_label(c) for c in chat.recent(owner, query=query)]
+        choices = [display.list_entry(c) for c in chat.recent(owner, query=query)]
         return gr.update(choices=choices, value=cid if any(c[1] == cid for c in choices) else None)
 
     def shown(owner: str, cid: str | None, query: str = "") -> tuple[Any, ...]:
@@ -86,7 +86,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             found.id if found else None,
             listed(owner, found.id if found else None, query),
             _renaming(found.title if found else None),
-            gr.update(interactive=_answered(history)),
+            gr.update(interactive=display.answered(history)),
             display.last_stats(history),
             *version_view(owner, found),
         )
@@ -161,7 +161,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         return (
             *busy(False),
             listed(owner, cid, query),
-            gr.update(interactive=_answered(history)),
+            gr.update(interactive=display.answered(history)),
             *version_view(owner, found),
         )
 
@@ -297,14 +297,6 @@ def _renaming(title: str | None, *, clear: bool = False) -> dict[str, Any]:
     """The rename box for a conversation shown: its title as the placeholder; emptied only after a rename,
     never when the view settles (that would wipe what is being typed)."""
     return gr.update(value="", placeholder=title or "New chat") if clear else gr.update(placeholder=title or "New chat")
-
-
-def _answered(history: list[StoredMessage]) -> bool:
-    return any(m.role == "assistant" for m in history)
-
-
-def _label(conversation: Conversation) -> tuple[str, str]:
-    return f"{conversation.title} · {conversation.updated_at[:10]}", conversation.id
 
 
 def _written(conversation: Conversation, text: str, suffix: str) -> str:

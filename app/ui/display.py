@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.chat.service import ChatUpdate
-from app.chat.store import StoredMessage
+from app.chat.store import Conversation, StoredMessage
 from app.telemetry.views import ApplianceStatus
 from app.ui.rendering import safe_markdown
 
@@ -46,6 +46,16 @@ def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> lis
     if live is not None and not live.done:
         shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
     return shown
+
+
+def answered(history: list[StoredMessage]) -> bool:
+    """Whether there is an answer to regenerate."""
+    return any(m.role == "assistant" for m in history)
+
+
+def list_entry(conversation: Conversation) -> tuple[str, str]:
+    """A conversation in the list: its title and day, and its id."""
+    return f"{conversation.title} · {conversation.updated_at[:10]}", conversation.id
 
 
 def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None:
