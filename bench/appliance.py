@@ -63,12 +63,15 @@ def stream(url: str, text: str, max_tokens: int, *, started: float | None = None
 
 
 @contextmanager
-def card_agents(first_port: int, work: Path, *, threads: int = 1, last_threads: int = 2) -> Iterator[CardProcesses]:
+def card_agents(
+    first_port: int, work: Path, *, threads: int | None = None, last_threads: int | None = None
+) -> Iterator[CardProcesses]:
     """Four card agents on loopback RPC ports from `first_port` (health +1000): `threads` CPU threads each,
-    `last_threads` for the last (the appliance's defaults: 1 and 2)."""
+    `last_threads` for the last (None: the appliance's `[local_cards]` defaults)."""
+    given = {"threads": threads, "last_threads": last_threads}
     settings = Settings(
         engine={"cards": [f"127.0.0.1:{first_port + i}" for i in range(4)]},
-        local_cards={"cache_dir": work / "cache", "threads": threads, "last_threads": last_threads},
+        local_cards={"cache_dir": work / "cache", **{k: v for k, v in given.items() if v is not None}},
     )
     cards = CardProcesses(settings, log_dir=work)
     cards.start_all()

@@ -27,35 +27,32 @@ PROMPT = b"Write a long, detailed story about a lighthouse keeper."
 
 
 class Decoder:
-    """One context of SEQUENCES sequences (unified KV cache, flash attention, as the engine makes it)."""
+    """One context of SEQUENCES sequences, made and filled as the engine does (its `_widen_context` and
+    `Batch`: unified KV cache, flash attention, one sequence id per token)."""
 
     def __init__(self, threads: int) -> None:
         import llama_cpp
-        from llama_cpp import _internals
+
+        from app.engine.llamacpp import _widen_context
+        from app.engine.slots import Batch
 
         self.llama_cpp = llama_cpp
-        llm = llama_cpp.Llama(
+        self.llm = llama_cpp.Llama(
             str(bench.MODEL), n_ctx=2048, n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=False
         )
-        params = llm.context_params
-        params.n_seq_max, params.kv_unified, params.n_ctx = SEQUENCES, True, 2048 * SEQUENCES
-        llm._ctx.close()
-        llm._ctx = _internals.LlamaContext(model=llm._model, params=params, verbose=False)
-        self.llm = llm
-        self.batch = llama_cpp.llama_batch_init(512, 0, SEQUENCES)
-        prompt = llm.tokenize(PROMPT)
+        _widen_context(self.llm, parallel=SEQUENCES, n_ctx=2048)
+        self.batch = Batch(512)
+        prompt = self.llm.tokenize(PROMPT)
         for seq in range(SEQUENCES):
             self.decode([(token, i, seq, i == len(prompt) - 1) for i, token in enumerate(prompt)])
         self.pos = [len(prompt)] * SEQUENCES
 
     def decode(self, items: list[tuple[int, int, int, bool]]) -> float:
-        batch = self.batch
-        batch.n_tokens = len(items)
-        for i, (token, pos, seq, logits) in enumerate(items):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = token, pos, 1, logits
-            batch.seq_id[i][0] = seq
+        self.batch.clear()
+        for token, pos, seq, logits in items:
+            self.batch.add(token, pos=pos, seq=seq, logits=logits)
         started = time.perf_counter()
-        code = self.llama_cpp.llama_decode(self.llm._ctx.ctx, batch)
+        code = self.llama_cpp.llama_decode(self.llm._ctx.ctx, self.batch.raw)
         if code != 0:
             raise SystemExit(f"llama_decode returned {code}")
         return time.perf_counter() - started
@@ -67,7 +64,7 @@ class Decoder:
         return took
 
     def close(self) -> None:
-        self.llama_cpp.llama_batch_free(self.batch)
+        self.batch.close()
         self.llm.close()
 
 

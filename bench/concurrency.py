@@ -103,8 +103,8 @@ def main() -> int:
     parser.add_argument("--clients", default="1,2,4,8")
     parser.add_argument("--first-port", type=int, default=29100, help="first card RPC port (health +1000)")
     parser.add_argument("--app-port", type=int, default=29190)
-    parser.add_argument("--card-threads", type=int, default=1, help="CPU threads of each card agent")
-    parser.add_argument("--last-card-threads", type=int, default=2, help="... of the last one")
+    parser.add_argument("--card-threads", type=int, help="CPU threads of each card agent (default: the app's)")
+    parser.add_argument("--last-card-threads", type=int, help="... of the last one (default: the app's)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.NAME=VALUE", help="another setting")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]

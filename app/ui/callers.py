@@ -20,17 +20,18 @@ UNKNOWN_PAGE = "page:unknown"
 def owner_of(request: gr.Request | None) -> str:
     """Whose conversations, for a client of the named endpoints: the login's, else ("api") everyone's
     without a login."""
-    if request is not None and getattr(request, "username", None):
-        return f"user:{request.username}"
-    return "api"
+    return _login(request) or "api"
 
 
 def page_owner(request: gr.Request | None, browser_id: str | None) -> str:
     """Whose conversations, for a page: the login's when people log in, else the browser's own random id,
     else nobody's yet (UNKNOWN_PAGE)."""
-    if request is not None and getattr(request, "username", None):
-        return f"user:{request.username}"
-    return f"browser:{browser_id}" if browser_id else UNKNOWN_PAGE
+    return _login(request) or (f"browser:{browser_id}" if browser_id else UNKNOWN_PAGE)
+
+
+def _login(request: gr.Request | None) -> str | None:
+    username = getattr(request, "username", None) if request is not None else None
+    return f"user:{username}" if username else None
 
 
 def session_of(request: gr.Request | None) -> str:
