@@ -18,6 +18,7 @@ from app.errors import NotFound, Refused
 from app.ui import display
 from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
 from app.ui.errors import explained
+from app.ui.screens import Screens
 from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
 # Inline and display maths as people (and models) write it.
@@ -98,29 +99,34 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             return gr.update(visible=False), ""
         return gr.update(visible=True), f"answer {ids.index(active) + 1} of {len(ids)}"
 
-    # Which conversation each page shows: an answer draws on the page only while its conversation is shown
-    # (another one picked before its stream began, or between two of its updates, keeps the view).
-    on_screen: dict[str, str | None] = {}
+    screens = Screens()  # which conversation each page shows: an answer draws only where it is shown
 
     def showing(request: gr.Request, view: tuple[Any, ...]) -> tuple[Any, ...]:
-        if len(on_screen) > 4096:  # pages long closed
-            on_screen.pop(next(iter(on_screen)))
-        on_screen[session_of(request)] = view[2]
+        screens.show(session_of(request), view[2])
         return view
 
     def on_load(browser_id: str | None, cid: str | None, request: gr.Request) -> tuple[Any, ...]:
         browser_id = browser_id or secrets.token_urlsafe(18)
         return browser_id, *showing(request, shown(page_owner(request, browser_id), cid)), gr.update(interactive=True)
 
-    def stream(updates: Iterator[ChatUpdate], cid: str, owner: str, page: str) -> Iterator[tuple[Any, ...]]:
-        history = chat.history(cid, owner=owner)
-        for update in display.throttle(updates, updates_per_s):
-            if on_screen.get(page, cid) != cid:  # another conversation is shown: this stream ends (kept, stopped)
-                getattr(updates, "close", lambda: None)()
-                return
-            if update.done:
+    def stream(
+        updates: Iterator[ChatUpdate], cid: str, owner: str, page: str, first: tuple[Any, ...] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """An answer's frames, while its conversation is shown (another one picked: it ends, kept as stopped)."""
+
+        def frames() -> Iterator[tuple[Any, ...]]:
+            try:
+                if first is not None:
+                    yield first
                 history = chat.history(cid, owner=owner)
-            yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update(), gr.update()
+                for update in display.throttle(updates, updates_per_s):
+                    if update.done:
+                        history = chat.history(cid, owner=owner)
+                    yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update(), gr.update()
+            finally:
+                getattr(updates, "close", lambda: None)()
+
+        return screens.frames(page, cid, frames())
 
     @explained
     def on_send(
@@ -134,15 +140,14 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         before = _owned_id(chat, cid, owner)
         cid = chat.open(before, owner=owner, system_prompt=prompt)
         updates = chat.send(cid, text, owner=owner, session=page)
-        if on_screen.get(page, before) != before:  # another conversation was picked meanwhile
+        if not screens.claim(page, before, cid):  # another conversation was picked meanwhile
             yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip()
             getattr(updates, "close", lambda: None)()
             return
-        on_screen[page] = cid
         named = _owned(chat, cid, owner) if before != cid else None  # a new chat is named by its first question
         title_now = gr.update(placeholder=named.title) if named else gr.skip()
-        yield display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now
-        yield from stream(updates, cid, owner, page)
+        first = display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now
+        yield from stream(updates, cid, owner, page, first)
 
     @explained
     def on_regenerate(cid: str | None, browser_id: str | None, request: gr.Request) -> Iterator[tuple[Any, ...]]:
@@ -258,13 +263,14 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         chat.stop(session_of(request))
 
     stop.click(on_stop, None, None, **quiet)
-    # another conversation picked while one streams: that stream ends (its answer is kept, as stopped)
-    running = [sent, redone, edited]
-    picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
-    new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
+    # another conversation picked while one streams: that stream ends (its answer is kept, as stopped). The
+    # switch runs through the queue so that its frame comes after the old answer's last (see screens.py).
+    running, switch = [sent, redone, edited], MAY_REFUSE
+    picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **switch)
+    new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **switch)
     # the transcript's trash icon starts a new chat too (it only emptied the view: the next message brought
     # the whole history back); the cleared one stays in the list
-    bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet)
+    bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **switch)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], [picker, title], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
