@@ -223,6 +223,10 @@ def test_parallel_and_background_slots_are_set_on_the_admin_page(
         admin_login(page, appliance.url)
         page.locator("#admin-status").get_by_text("ready").first.wait_for(timeout=10_000)
         page.get_by_text("Engine settings", exact=True).first.click()
+        page.locator("#parallel input").wait_for(state="visible", timeout=10_000)
+        # typed at once as the accordion opened, parallel went back to the login's 4 (one run in eight here; the
+        # admin log shows one login): Gradio still settling the fields it shows, not a second fill by the page
+        page.wait_for_timeout(1_000)
         assert page.locator("#parallel input").input_value() == "4"
         page.locator("#parallel input").fill("3")
         page.locator("#background-slots input").fill("2")
