@@ -25,6 +25,7 @@ from typing import Any
 
 from app.engine import ggml, lifecycle
 from app.telemetry import sysfs
+from launcher import tensor_cache
 from launcher.agent_settings import AgentSettings, from_command_line
 
 log = logging.getLogger("quartet.card")
@@ -179,6 +180,10 @@ def serve(args: AgentSettings) -> int:
     cache = args.cache_dir / f"card{args.card}" if args.cache_dir else None
     if cache:
         cache.mkdir(parents=True, exist_ok=True)
+        dropped = tensor_cache.drop_suspects(cache)  # before the RPC server may read one back
+        if dropped:
+            print(f"card {args.card}: dropped {len(dropped)} cached tensor(s) written as it last stopped", flush=True)
+        tensor_cache.keep_marking(cache)
     rpc = threading.Thread(
         target=ggml.serve_rpc,
         args=(endpoint,),
