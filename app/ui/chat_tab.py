@@ -202,6 +202,12 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_new(browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return *showing(request, shown(page_owner(request, browser_id), None, query)), gr.update(elem_classes=[]), False
 
+    def on_redraw(browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        """The transcript of the conversation this page shows now, as the server knows it."""
+        owner, cid = page_owner(request, browser_id), screens.shows(session_of(request))
+        found = _owned(chat, cid, owner)
+        return display.bubbles(chat.history(found.id, owner=owner) if found else []), found.id if found else None
+
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(page_owner(request, browser_id), cid, query)
 
@@ -264,13 +270,17 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     stop.click(on_stop, None, None, **quiet)
     # another conversation picked while one streams: that stream ends (its answer is kept, as stopped). The
-    # switch runs through the queue so that its frame comes after the old answer's last (see screens.py).
-    running, switch = [sent, redone, edited], MAY_REFUSE
-    picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **switch)
-    new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **switch)
-    # the transcript's trash icon starts a new chat too (it only emptied the view: the next message brought
-    # the whole history back); the cleared one stays in the list
-    bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **switch)
+    # switch answers at once (a message typed right after "New chat" must find it done); then the view is
+    # drawn again through the queue, after any frame of the old answer (see screens.py)
+    running = [sent, redone, edited]
+    for switched in [
+        picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet),
+        new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet),
+        # the transcript's trash icon starts a new chat too (it only emptied the view: the next message
+        # brought the whole history back); the cleared one stays in the list
+        bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet),
+    ]:
+        switched.then(on_redraw, browser, [bubbles, conversation], **may_refuse)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], [picker, title], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)

@@ -1,9 +1,11 @@
 """Which conversation each page shows, so that an answer draws only on a page that still shows it.
 
-Gradio sends a page's frames in order on the page's one event stream, each frame before the step that made
-it runs on. So a page switched to another conversation answers only once no frame of the old answer is on
-its way: the switch's frame comes after the old one's and stays on screen. (Checking and then drawing
-without that left the old answer's first frame to land after the switch on a busy box.)"""
+Gradio sends a queued step's frames on the page's one event stream, in order, each before the step that
+made it runs on; a switch to another chat answers at once (not through the queue: a message typed right
+after "New chat" must find it done), so its answer can overtake a frame of the old answer still on the
+stream. So a switch returns only once no frame of the old answer is on its way, and the page then draws
+the shown chat again through the queue: that frame comes after the old answer's last. (Checking and then
+drawing, without either, let the old answer's first frame land after the switch on a busy box.)"""
 
 from __future__ import annotations
 
