@@ -5,9 +5,7 @@ phone, searchable, renamable, deletable and exportable. Handlers call the chat s
 from __future__ import annotations
 
 import secrets
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -233,7 +231,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         if found is None:
             raise Refused("There is no chat to export yet: send a message first.")
         text = chat.export(found.id, owner=owner, as_json=as_json)
-        return gr.update(value=_written(found, text, ".json" if as_json else ".md"), visible=True)
+        return gr.update(value=display.export_file(found, text, ".json" if as_json else ".md"), visible=True)
 
     def on_markdown(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return on_export(cid, browser_id, False, request)
@@ -313,11 +311,3 @@ def _renaming(title: str | None, *, clear: bool = False) -> dict[str, Any]:
     """The rename box for a conversation shown: its title as the placeholder; emptied only after a rename,
     never when the view settles (that would wipe what is being typed)."""
     return gr.update(value="", placeholder=title or "New chat") if clear else gr.update(placeholder=title or "New chat")
-
-
-def _written(conversation: Conversation, text: str, suffix: str) -> str:
-    folder = Path(tempfile.gettempdir()) / "quartet-chat-exports" / conversation.id
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"chat-{conversation.updated_at[:10]}{suffix}"
-    path.write_text(text, encoding="utf-8")
-    return str(path)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import html
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from app.chat.service import ChatUpdate
@@ -149,3 +151,12 @@ def _load(status: ApplianceStatus) -> str:
         return ""
     rate = f" · {status.live_tps:.1f} tok/s" if running else ""
     return f"<span class='q-load'>{running} running · {waiting} waiting{rate}</span>"
+
+
+def export_file(conversation: Conversation, text: str, suffix: str) -> str:
+    """A conversation written out for download, in a folder of its own (a file per chat and day)."""
+    folder = Path(tempfile.gettempdir()) / "quartet-chat-exports" / conversation.id
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"chat-{conversation.updated_at[:10]}{suffix}"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
