@@ -20,6 +20,7 @@ from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.context import AppContext
 from app.database import Database
+from app.engine.kinds import backend_kind
 from app.engine.service import EngineService
 from app.extraction.extractor import Extractor
 from app.extraction.service import ExtractionService
@@ -44,9 +45,7 @@ _LOAD_WAIT_S = 600.0
 def build_context(settings: Settings) -> AppContext:
     database = Database(settings.db_path)  # every store's: a reader per thread, one writer
     config = settings.engine
-    engine = EngineService(
-        config, isolated=config.isolation, max_queue=config.max_queue, background_slots=config.background_slots
-    )
+    engine = EngineService(config, kinds=backend_kind)
     conversations = ChatStore(database)
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(

@@ -209,19 +209,15 @@ class AdminService:
         return self._apply(config, who=who, action=action)
 
     def apply_settings(self, token: str | None, changes: dict[str, Any], *, who: str) -> ModelInfo:
-        """Reload with these engine settings (each checked, and the whole checked to fit the cards);
-        `background_slots` takes effect once the reload is done."""
+        """Reload with these engine settings (each checked, and the whole checked to fit the cards)."""
         self.check(token)
         action = f"engine settings {changes}"
         try:
-            checked, background = checked_settings(changes, self.engine.config)
+            checked = checked_settings(changes, self.engine.config)
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
             raise
-        info = self._apply(replace(self.engine.config, **checked), who=who, action=action)
-        if background is not None:
-            self.engine.background_slots = background
-        return info
+        return self._apply(replace(self.engine.config, **checked), who=who, action=action)
 
     def ping(self, token: str | None, endpoints: list[str]) -> list[dict[str, Any]]:
         """Each endpoint's RPC port (connect time) and health endpoint, without changing anything."""

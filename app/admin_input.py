@@ -19,9 +19,8 @@ _RANGES = {
 }
 
 
-def checked_settings(changes: dict[str, Any], config: EngineConfig) -> tuple[dict[str, Any], int | None]:
-    """The admin's changes in the engine's types, or a refusal naming the setting; background_slots
-    (a setting of the queue, not of the loaded engine) apart."""
+def checked_settings(changes: dict[str, Any], config: EngineConfig) -> dict[str, Any]:
+    """The admin's changes in the engine's types, or a refusal naming the setting."""
     unknown = set(changes) - _SETTINGS
     if unknown:
         raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}", kind="request")
@@ -31,10 +30,10 @@ def checked_settings(changes: dict[str, Any], config: EngineConfig) -> tuple[dic
             checked[name] = _count(name, checked[name], low, high)
     if "tensor_split" in checked:
         checked["tensor_split"] = _split(checked["tensor_split"], len(config.cards))
-    background = checked.pop("background_slots", None)
-    if background is not None:
-        background = _count("background_slots", background, 1, checked.get("parallel", config.parallel))
-    return checked, background
+    if "background_slots" in checked:
+        most = checked.get("parallel", config.parallel)
+        checked["background_slots"] = _count("background_slots", checked["background_slots"], 1, most)
+    return checked
 
 
 def _count(name: str, value: Any, low: int, high: int) -> int:

@@ -25,6 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from app.__main__ import PROMPTS  # noqa: E402
 from app.database import Database  # noqa: E402
+from app.engine.kinds import backend_kind  # noqa: E402
 from app.engine.service import EngineService  # noqa: E402
 from app.knowledge.embedder import Embedder  # noqa: E402
 from app.knowledge.options import KnowledgeOptions  # noqa: E402
@@ -52,7 +53,7 @@ def main() -> int:
     )
     cards = CardProcesses(settings, log_dir=work)
     cards.start_all()
-    engine = EngineService(settings.engine, isolated=True)
+    engine = EngineService(settings.engine, kinds=backend_kind)
     knowledge = KnowledgeService(
         Database(settings.db_path), Embedder.packaged(), kb_dir=None, options=KnowledgeOptions(watch=False)
     )

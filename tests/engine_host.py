@@ -23,11 +23,15 @@ class EngineHost:
         self._held: Any = None  # an Engine (llamacpp) or an EngineService
         self._close: Any = None
 
-    def config(self, *, n_ctx: int, parallel: int = 4, template: tuple[Path, str] | None = None) -> EngineConfig:
+    def config(
+        self, *, n_ctx: int, parallel: int = 4, template: tuple[Path, str] | None = None, isolation: bool = True
+    ) -> EngineConfig:
         """The demo model on the engine cards, reading prompts in chunks of 64 tokens; `template` a chat
         template (its folder, its file) to use instead of the GGUF's."""
         cards = tuple(self.cards.endpoints)
-        config = EngineConfig(DEMO_MODEL, "demo", cards, n_ctx=n_ctx, prompt_chunk=64, parallel=parallel)
+        config = EngineConfig(
+            DEMO_MODEL, "demo", cards, n_ctx=n_ctx, prompt_chunk=64, parallel=parallel, isolation=isolation
+        )
         return replace(config, template_dir=template[0], chat_template=template[1]) if template else config
 
     def engine(self, *, n_ctx: int, template: tuple[Path, str] | None = None) -> Any:
@@ -43,11 +47,13 @@ class EngineHost:
 
     def service(self, *, isolated: bool, n_ctx: int, parallel: int) -> Any:
         """The engine's front door (its scheduler and batcher; in a worker process when `isolated`), ready."""
+        from app.engine.kinds import backend_kind
         from app.engine.service import EngineService
 
         key = ("service", isolated, n_ctx, parallel)
         if key != self._key:
-            service = self._hold(EngineService(self.config(n_ctx=n_ctx, parallel=parallel), isolated=isolated), "stop")
+            config = self.config(n_ctx=n_ctx, parallel=parallel, isolation=isolated)
+            service = self._hold(EngineService(config, kinds=backend_kind), "stop")
             service.start()
             assert service.wait_ready(180), service.status()["message"]
             self._key = key

@@ -13,6 +13,7 @@ from app.admin import AdminDenied, AdminService
 from app.auth import hash_password
 from app.database import Database
 from app.engine.engine_config import EngineConfig
+from app.engine.kinds import backend_kind
 from app.engine.service import EngineService
 from app.jobs import Job, JobBusy, Jobs
 from app.settings import DEMO_MODEL, Settings
@@ -62,7 +63,9 @@ def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
     settings = Settings(
         web={"admin_password_hash": hash_password("pw", iterations=1000)}, engine={"cards": ["127.0.0.1:1"]}
     )
-    engine = EngineService(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=("127.0.0.1:1",)))
+    engine = EngineService(
+        EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=("127.0.0.1:1",)), kinds=backend_kind
+    )
     monitor = CardMonitor(["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
     admin = AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry, settings=settings)

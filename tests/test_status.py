@@ -7,6 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.engine.engine_config import EngineConfig
+from app.engine.kinds import backend_kind
 from app.engine.service import EngineService
 from app.engine.status import EngineStatus
 from app.settings import DEMO_MODEL
@@ -51,7 +52,9 @@ CARD_KEYS = {
 
 def telemetry() -> Telemetry:
     """The real engine service (not started: nothing loads) and card monitor (not polling)."""
-    engine = EngineService(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=CARDS), isolated=False)
+    engine = EngineService(
+        EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=CARDS, isolation=False), kinds=backend_kind
+    )
     monitor = CardMonitor(list(CARDS), lambda card: f"http://{card}/health", every_s=1.0, timeout_s=0.1)
     return Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
 

@@ -61,22 +61,26 @@ def build_router(ctx: AppContext) -> APIRouter:
         require_key(request, ctx.settings.web.api_keys)
 
     router = APIRouter(prefix="/v1", dependencies=[Depends(authorised)])
-    served = model_id(ctx.settings.engine.model_name)
+
+    def served() -> str:
+        """The id of the model loaded now (read per request: an admin may have switched it)."""
+        return model_id(ctx.engine.model_name())
 
     @router.get("/models")
     def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": served, "object": "model", "created": 0, "owned_by": "quartet"}]}
+        return {"object": "list", "data": [{"id": served(), "object": "model", "created": 0, "owned_by": "quartet"}]}
 
     @router.get("/models/{name}")
     def model(name: str) -> dict[str, Any]:
-        if name != served:
+        served_now = served()
+        if name != served_now:
             raise ApiError(
-                f"there is no model {name!r} here; this appliance serves {served!r}",
+                f"there is no model {name!r} here; this appliance serves {served_now!r}",
                 kind="not_found",
                 code="model_not_found",
                 param="model",
             )
-        return {"id": served, "object": "model", "created": 0, "owned_by": "quartet"}
+        return {"id": served_now, "object": "model", "created": 0, "owned_by": "quartet"}
 
     @router.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> JSONResponse | EventSourceResponse:
@@ -87,7 +91,7 @@ def build_router(ctx: AppContext) -> APIRouter:
             default_temperature=settings.engine.temperature,
             tool_plan=tool_plan,
         )
-        shape = ChatShape(_head("chatcmpl", served), tool_plan, logprobs=body.logprobs)
+        shape = ChatShape(_head("chatcmpl", served()), tool_plan, logprobs=body.logprobs)
         return await answer(request, shape, stream=body.stream, options=body.stream_options)
 
     @router.post("/completions", response_model=None)
@@ -96,7 +100,7 @@ def build_router(ctx: AppContext) -> APIRouter:
             default_max_tokens=ctx.settings.engine.max_tokens, default_temperature=ctx.settings.engine.temperature
         )
         shape = CompletionShape(
-            _head("cmpl", served), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
+            _head("cmpl", served()), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
         )
         return await answer(request, shape, stream=body.stream, options=body.stream_options)
 

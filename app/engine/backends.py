@@ -1,4 +1,5 @@
-"""Two homes for the Engine behind one interface: a supervised worker process, or the app process.
+"""The four cards as a backend (app/engine/backend.py): llama.cpp in one of two homes behind one interface, a
+supervised worker process or the app process.
 
 ggml-rpc aborts its host process when a card dies mid-answer (docs/design.md, engine fact 5), so by default
 llama.cpp lives in a worker process: the app loses the answers in flight, not itself. The batching
@@ -17,70 +18,17 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any
 
 from app.engine import cards
+from app.engine.backend import Backend, BackendKind, Down, JobSinks, OnLost, Sink, WorkerLost
 from app.engine.counts import Call, Countable, counted
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo
+from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
 from app.engine.meter import CacheUse
 
 _LOAD_TIMEOUT_S = 600.0
 _READ_S = 0.25  # how often the reader looks at the step clock while no message comes
-
-Sink = Callable[[Event | CacheUse], None]  # an answer's events, and how its prompt's KV was found
-
-
-class WorkerLost(EngineError):
-    """The worker process died (a card failed, or it was killed); the engine must be rebuilt."""
-
-
-# (the backend that was lost, why, the jobs that were running on it)
-OnLost = Callable[[Any, WorkerLost, list[int]], None]
-
-
-class Backend(Protocol):
-    def start(self) -> ModelInfo: ...
-    def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None: ...
-    def cancel(self, job_id: int) -> None: ...
-    def count(self, items: list[Countable], *, timeout: float) -> list[int]: ...
-    def alive(self) -> bool: ...
-    def stop(self) -> None: ...
-
-
-class _Sinks:
-    """Where each running job's events go; the job leaves when its Done or Failed has gone."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._sinks: dict[int, Sink] = {}
-
-    def add(self, job_id: int, sink: Sink) -> None:
-        with self.lock:
-            self._sinks[job_id] = sink
-
-    def __contains__(self, job_id: int) -> bool:
-        with self.lock:
-            return job_id in self._sinks
-
-    def __bool__(self) -> bool:
-        with self.lock:
-            return bool(self._sinks)
-
-    def deliver(self, job_id: int, event: Event | CacheUse) -> None:
-        with self.lock:
-            sink = self._sinks.get(job_id)
-            if isinstance(event, Done | Failed):
-                self._sinks.pop(job_id, None)
-        if sink is not None:
-            sink(event)
-
-    def drop_all(self) -> list[int]:
-        with self.lock:
-            jobs = list(self._sinks)
-            self._sinks.clear()
-            return jobs
 
 
 class InProcessBackend:
@@ -89,7 +37,7 @@ class InProcessBackend:
 
         self._engine = Engine(config)
         self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
-        self._sinks = _Sinks()
+        self._sinks = JobSinks()
         self._thread = threading.Thread(target=self._serve, name="engine-batcher", daemon=True)
 
     def start(self) -> ModelInfo:
@@ -147,7 +95,7 @@ class WorkerBackend:
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_worker_main, args=(child, config), name="quartet-engine", daemon=True)
         self._child = child
-        self._sinks = _Sinks()
+        self._sinks = JobSinks()
         self._send_lock = threading.Lock()
         self._heard = time.monotonic()  # when the worker last said anything (or a job was sent)
         self._lost: WorkerLost | None = None
@@ -308,3 +256,19 @@ def _worker_main(conn: Connection, config: Any) -> None:
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
         engine.serve(inbox, emit)
     engine.close()
+
+
+def _first_card_down(config: Any) -> Down | None:
+    down = cards.first_card_down(config.cards, health_offset=config.health_offset)
+    if down is None:
+        return None
+    index, endpoint, reason = down
+    return Down(f"card {index} ({endpoint})", endpoint, reason)
+
+
+def _build(config: Any, on_lost: OnLost) -> Backend:
+    home = WorkerBackend if config.isolation else InProcessBackend
+    return home(config, on_lost)
+
+
+CARDS = BackendKind("cards", build=_build, first_down=_first_card_down)

@@ -20,13 +20,13 @@ from typing import Any
 import llama_cpp
 
 from app.engine import logprobs
+from app.engine.counts import MIN_ROOM, overflow
 from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.grammar import grammar_for
 from app.engine.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
 from app.engine.meter import CacheUse
 from app.engine.slots import Answer, Batch, Sampler, Slot
 
-MIN_ROOM = 8  # tokens an answer needs at least after its prompt
 MAX_RUNS = 2  # runs of KV cells a sequence may take and still be copied out with f16 V (see _save)
 MAX_RUNS_FLAT = 256  # ... with a quantised cache (flash attention: V not transposed, a copy a run and layer)
 Prepare = Callable[[GenerationRequest], tuple[list[int], list[str]]]
@@ -70,11 +70,7 @@ class Batcher:
         prompt, stops = self.prepare(request)
         room = self.n_ctx - len(prompt)
         if room < MIN_ROOM:
-            raise EngineError(
-                f"the conversation is {len(prompt)} tokens long and the model's context holds "
-                f"{self.n_ctx}; start a new chat or shorten the message",
-                kind="context",
-            )
+            raise overflow(len(prompt), self.n_ctx)
         free = [slot for slot in self.slots if slot.answer is None]
         if not free:
             raise EngineError("every slot of the engine is busy", kind="busy")

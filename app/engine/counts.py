@@ -10,6 +10,16 @@ from typing import Any
 from app.engine.events import EngineError, GenerationRequest
 
 Countable = GenerationRequest | str  # a request (its prompt as the model reads it) or a piece of text
+MIN_ROOM = 8  # tokens an answer needs at least after its prompt
+
+
+def overflow(prompt_tokens: int, n_ctx: int) -> EngineError:
+    """A prompt that leaves no room for an answer in the model's context, in the words every backend uses."""
+    return EngineError(
+        f"the conversation is {prompt_tokens} tokens long and the model's context holds "
+        f"{n_ctx}; start a new chat or shorten the message",
+        kind="context",
+    )
 
 
 class Call:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from app.endpoint import HEALTH_OFFSET, EndpointText
@@ -27,12 +27,17 @@ MAX_TOKENS = 512
 TEMPERATURE = 0.7
 
 
+BackendName = Literal["cards", "upstream"]
+
+
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class EngineConfig:
     model_path: Path = Field(default=DEMO_MODEL, description="GGUF file of the model to load at start.")
     model_name: str = Field(default="Gemma 3 270M (demo)", description="Display name of the loaded model.")
     cards: tuple[EndpointText, ...] = Field(
-        default=LOCAL_CARDS, description="RPC endpoints (host:port) of the cards, in pipeline order."
+        default=LOCAL_CARDS,
+        description="The cards (host:port of each RPC server, in pipeline order; health on port + "
+        "health_offset). With `backend = upstream` they are read for health only, and may be empty.",
     )
     health_offset: int = Field(
         default=HEALTH_OFFSET, ge=1, description="A card's health endpoint listens on its RPC port plus this offset."
@@ -100,12 +105,39 @@ class EngineConfig:
         "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
     )
 
+    backend: BackendName = Field(
+        default="cards",
+        description="What generates the answers: `cards` (llama.cpp split across the card agents) or "
+        "`upstream` (an OpenAI-compatible server: the boards' vendor runtime, vLLM, llama-server).",
+    )
+    upstream_url: str = Field(
+        default="", description="Base URL of the upstream's OpenAI API (`http://host:port/v1`), for `upstream`."
+    )
+    upstream_key: SecretStr = Field(
+        default=SecretStr(""), description="Bearer key the upstream wants, if any; never logged or shown."
+    )
+    upstream_model: str = Field(
+        default="", description="Model id to ask the upstream for; empty: the first one its /v1/models lists."
+    )
+    upstream_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds the upstream may take to answer a request, and between two chunks of a stream, "
+        "before the answer fails naming it.",
+    )
+
     @field_validator("cards")
     @classmethod
     def _cards_listed_once(cls, cards: tuple[str, ...]) -> tuple[str, ...]:
-        if not cards:
-            raise ValueError("at least one card endpoint is needed")
         twice = sorted({card for card in cards if cards.count(card) > 1})
         if twice:
             raise ValueError(f"card endpoint {twice[0]} is listed twice")
         return cards
+
+    @model_validator(mode="after")
+    def _backend_has_what_it_needs(self) -> EngineConfig:
+        if self.backend == "cards" and not self.cards:
+            raise ValueError("at least one card endpoint is needed")
+        if self.backend == "upstream" and not self.upstream_url.startswith(("http://", "https://")):
+            raise ValueError("backend = upstream needs upstream_url, the upstream's http(s)://host:port/v1")
+        return self

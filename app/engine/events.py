@@ -108,14 +108,36 @@ class CardPlacement:
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a loaded backend can do; pages, admin and /v1 offer these and say what is missing."""
+
+    json_schema: bool = True  # answers constrained to a JSON Schema (extraction, /v1 response_format, tools)
+    exact_counts: bool = True  # token counts from the model's own tokenizer (else estimated, on the safe side)
+    cached_tokens: bool = True  # reports the prompt tokens it did not compute again
+    logprobs: bool = True  # each token's log-probability and alternatives
+    completions: bool = True  # plain-text prompts, no chat template (/v1/completions)
+    placement: bool = True  # layers placed on the cards: per-card layers and weights, the fit check
+    catalog: bool = True  # switches between the catalog's GGUF models and card changes
+
+    def missing(self) -> tuple[str, ...]:
+        return tuple(name for name, able in asdict(self).items() if not able)
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     name: str
-    path: str
+    path: str  # the GGUF file; for an upstream, its URL
     n_layers: int
     n_ctx: int
     cards: tuple[CardPlacement, ...]
     host_layers: tuple[int, ...] = field(default_factory=tuple)
     load_s: float = 0.0
+    backend: str = "cards"
+    capabilities: Capabilities = field(default_factory=Capabilities)
+
+    def serving(self) -> str:
+        """Where it runs, for a status line: "on 4 cards", "from the upstream at http://…"."""
+        return f"from the upstream at {self.path}" if self.backend == "upstream" else f"on {len(self.cards)} cards"
 
 
 class EngineError(QuartetError, RuntimeError):

@@ -42,6 +42,8 @@ def status_of(
             "n_layers": info.n_layers,
             "n_ctx": info.n_ctx,
             "load_s": round(info.load_s, 2),
+            "backend": info.backend,
+            "capabilities": asdict(info.capabilities),
         },
         "placement": [asdict(card) for card in info.cards] if info else [],
         "queue": {

@@ -18,30 +18,28 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from app.engine import admission
 from app.engine import events as ev
-from app.engine.backends import WorkerLost
+from app.engine.backend import WorkerLost
 from app.engine.engine_config import EngineConfig
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Reading, Token
 from app.engine.meter import CacheMeter, CacheUse
 from app.engine.queue_view import Tally, empty_stats, status_of
 from app.engine.status import EngineStatus
-from app.engine.supervisor import RETRY_S, BackendSupervisor
+from app.engine.supervisor import RETRY_S, BackendSupervisor, Kinds
 from app.engine.ticket import Ticket
 
 log = logging.getLogger(__name__)
 COUNT_WAIT_S = 60.0  # how long a token count waits for a model that is (re)loading
+_DRAIN_S = 30.0  # how long a switch waits for stopped answers to end before it ends them itself
 
 
 class EngineService:
-    def __init__(
-        self, config: EngineConfig, *, isolated: bool = True, max_queue: int = 32, background_slots: int = 1
-    ) -> None:
+    def __init__(self, config: EngineConfig, *, kinds: Kinds) -> None:
         self.cache = CacheMeter()  # prefix reuse and the host KV cache (kv_host.py)
         self.supervisor = BackendSupervisor(
-            config, isolated=isolated, on_change=self._wake, on_lost=self._fail_jobs, on_new_backend=self.cache.emptied
+            config, kinds=kinds, on_change=self._wake, on_lost=self._fail_jobs, on_new_backend=self.cache.emptied
         )
-        self.max_queue = max_queue
-        self.background_slots = max(1, background_slots)
         self.tally = Tally()
         self.rate, self.counters = self.tally.rate, self.tally.counters
         self._cond = threading.Condition()
@@ -52,11 +50,15 @@ class EngineService:
         self._hold: Callable[[], str | None] = lambda: None
         self._held_for: str | None = None
         self._switching: str | None = None
-        self._switch_stopped: set[int] = set()
 
     @property
     def config(self) -> EngineConfig:
         return self.supervisor.config
+
+    @property
+    def background_slots(self) -> int:
+        """Slots background work may take at once, as the loaded configuration says (the one owner)."""
+        return max(1, self.config.background_slots)
 
     @property
     def parallel(self) -> int:
@@ -74,9 +76,15 @@ class EngineService:
             self._stopped = True
             self._cond.notify_all()
         self.supervisor.stop()
+        self._fail_running("the engine stopped before the answer ended")
 
     def wait_ready(self, timeout: float) -> bool:
         return self.supervisor.wait_ready(timeout)
+
+    def model_name(self) -> str:
+        """The loaded model's name (while one loads: the one asked for)."""
+        info = self.supervisor.view().info
+        return info.name if info is not None else self.config.model_name
 
     # -- token counts ------------------------------------------------------------------------
 
@@ -94,11 +102,9 @@ class EngineService:
         request = replace(request, max_tokens=max(1, min(request.max_tokens, self.config.max_tokens_limit)))
         ticket = Ticket(next(self._ids), request, self.cancel)
         with self._cond:
-            if len(self._waiting) >= self.max_queue:
-                raise EngineError(
-                    f"the appliance is busy: {len(self._waiting)} answers are waiting; try again shortly",
-                    kind="busy",
-                )
+            if len(self._waiting) >= self.config.max_queue:
+                busy = f"the appliance is busy: {len(self._waiting)} answers are waiting; try again shortly"
+                raise EngineError(busy, kind="busy")
             self._waiting.append(ticket)
             self._announce_positions()
             self._cond.notify_all()
@@ -127,30 +133,16 @@ class EngineService:
             self._cond.notify_all()
 
     def _announce_positions(self) -> None:
-        """Called with the lock held: each answer that must wait hears its place among those that wait.
-        Answers a free slot takes now hear nothing here: `Reading` follows when they reach it."""
-        admissible = set(self._admissible())
-        position = 0
-        for ticket in self._waiting:
-            if ticket not in admissible:
-                position += 1
-                ticket.tell(Queued(position, self._held_for))
+        """Called with the lock held: the waiting hear their places."""
+        admission.announce(self._waiting, self._admissible(), self._held_for)
 
     def _admissible(self) -> list[Ticket]:
-        """Called with the lock held: the waiting answers free slots take now, in order. Background work
-        (extraction, summary parts) takes at most `background_slots`, so people are served first."""
+        """Called with the lock held: the waiting answers free slots take now (none while held or loading)."""
         if self._held_for or self.supervisor.view().state in ("starting", "loading", "stopped"):
             return []
-        free = self.parallel - len(self._running)
-        background = sum(t.request.background for t in self._running.values())
-        chosen: list[Ticket] = []
-        for ticket in self._waiting:
-            if len(chosen) >= free:
-                break
-            if not ticket.request.background or background < min(self.background_slots, self.parallel):
-                chosen.append(ticket)
-                background += ticket.request.background
-        return chosen
+        return admission.admissible(
+            self._waiting, self._running.values(), parallel=self.parallel, background_slots=self.background_slots
+        )
 
     def _dispatch(self) -> None:
         """Admit waiting answers into the backend's slots, first come first served."""
@@ -218,14 +210,18 @@ class EngineService:
         if isinstance(event, CacheUse):  # how its prompt's KV was found: counted, not the caller's
             self.cache.note(event)
             return
-        ticket.produced = ticket.produced or isinstance(event, Token)
-        if isinstance(event, Done | Failed):  # its slot is free before its caller hears the end
-            with self._cond:
+        with self._cond:
+            if self._running.get(ticket.id) is not ticket:  # it already ended here (its backend was replaced)
+                return
+            if isinstance(event, Done | Failed):  # its slot is free before its caller hears the end
                 self._running.pop(ticket.id, None)
                 if ticket.cancel_at is not None:
                     self.tally.cancel_s = time.monotonic() - ticket.cancel_at
                 self._cond.notify_all()
-        ticket.put(self._noticed(ticket, event))
+        ticket.produced = ticket.produced or isinstance(event, Token)
+        if isinstance(event, Done) and ticket.stopped_for:  # stopped for a switch: the notice says so
+            event = Failed(f"the answer was stopped: the administrator is {ticket.stopped_for}")
+        ticket.put(event)
         self.tally.record(event)
 
     def _fail_jobs(self, err: WorkerLost, jobs: list[int]) -> None:
@@ -235,7 +231,7 @@ class EngineService:
         connection. Rebuilt, the engine can take such an answer once more (at the head of the queue)."""
         with self._cond:
             tickets = [self._running.pop(job) for job in jobs if job in self._running]
-            again = [t for t in tickets if not (t.produced or err.card or t.attempts or t.cancelled)]
+            again = [] if self._stopped else [t for t in tickets if not (err.card or t.ended_early())]
             for ticket in reversed(again):
                 ticket.attempts += 1
                 log.info("answer %d: retrying on the rebuilt engine", ticket.id)
@@ -245,13 +241,6 @@ class EngineService:
             if ticket not in again:
                 ticket.put(err.failed())
                 self.counters.add("errors")
-
-    def _noticed(self, ticket: Ticket, event: Event) -> Event:
-        """An answer stopped to switch models ends with a notice that says so."""
-        if isinstance(event, Done) and ticket.id in self._switch_stopped:
-            self._switch_stopped.discard(ticket.id)
-            return Failed(f"the answer was stopped: the administrator is {self._switching or 'switching models'}")
-        return event
 
     # -- model switches and card faults ----------------------------------------------------------
 
@@ -283,17 +272,27 @@ class EngineService:
 
     def _drain(self, grace_s: float) -> None:
         """Let every running answer finish within `grace_s`, then stop them (each ends with a notice)."""
+        why = self._switching or "switching models"
         with self._cond:
             if self._cond.wait_for(lambda: not self._running, grace_s):
                 return
-            jobs = list(self._running)
-            self._switch_stopped.update(jobs)
+            stopping = list(self._running.values())
         backend = self.supervisor.current()
-        if backend is not None:
-            for job in jobs:
-                backend.cancel(job)
+        for ticket in stopping:
+            ticket.stopped_for = why
+            if backend is not None:
+                backend.cancel(ticket.id)
         with self._cond:
-            self._cond.wait_for(lambda: not self._running, 30)
+            if self._cond.wait_for(lambda: not self._running, _DRAIN_S):
+                return
+        self._fail_running(f"the answer was stopped: the administrator is {why}")  # its backend did not end it
+
+    def _fail_running(self, message: str) -> None:
+        """Every answer still in a slot ends now (its backend was stopped or replaced); whatever that backend
+        says of it later goes nowhere."""
+        with self._cond:
+            jobs = list(self._running)
+        self._fail_jobs(WorkerLost(message), jobs)
 
     def note_card_down(self, index: int, endpoint: str, reason: str) -> None:
         """The card monitor saw a card stop answering. If no answer runs, the engine is rebuilt now rather
@@ -309,8 +308,9 @@ class EngineService:
         with self._cond:
             running, waiting = list(self._running.values()), list(self._waiting)
             held, switching = self._held_for, self._switching
+        isolated = self.config.isolation and self.supervisor.kind.uses_cards
         return EngineStatus.model_validate({**status_of(
-            self.supervisor.view(), isolated=self.supervisor.isolated, switching=switching, held=held,
+            self.supervisor.view(), isolated=isolated, switching=switching, held=held,
             running=running, waiting=waiting, parallel=self.parallel, rate=self.rate.rate(),
             last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
             background_slots=min(self.background_slots, self.parallel),

@@ -34,6 +34,12 @@ class ModelView(Frozen):
     n_layers: int
     n_ctx: int
     load_s: float
+    backend: str = "cards"  # what serves it: "cards" (llama.cpp on the cards) or "upstream"
+    capabilities: dict[str, bool] = Field(default_factory=dict)  # app/engine/events.py Capabilities, by name
+
+    def can(self, capability: str) -> bool:
+        """Whether the loaded engine can do this (`json_schema`, `logprobs`, `completions`, `placement`, …)."""
+        return self.capabilities.get(capability, True)
 
 
 class Placed(Frozen):

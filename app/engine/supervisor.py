@@ -1,5 +1,5 @@
-"""The engine's backend under supervision: loaded when every card answers, rebuilt when lost,
-replaced on request (a model switch), its tokenizer lent out for exact counts.
+"""The engine's backend under supervision: loaded when what it needs answers (every card, or the
+upstream), rebuilt when lost, replaced on request (a model switch), its tokenizer lent out for counts.
 
 The supervisor owns one thing, the backend's life; it knows nothing about answers or queues. The
 scheduler (service.py) holds it and talks to it through the methods below. It tells its holder
@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.engine import cards as card_probe
-from app.engine.backends import Backend, InProcessBackend, WorkerBackend, WorkerLost
+from app.engine.backend import Backend, BackendKind, WorkerLost
 from app.engine.counts import Countable
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
@@ -28,6 +27,7 @@ State = Literal["starting", "loading", "ready", "recovering", "failed", "stopped
 RETRY_S = 0.5
 RETRY_READY_S = 60.0  # how long a retried answer waits for the rebuilt engine
 OnLost = Callable[[WorkerLost, list[int]], None]
+Kinds = Callable[[EngineConfig], BackendKind]  # which kind of backend serves a configuration
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ class BackendSupervisor:
         self,
         config: EngineConfig,
         *,
-        isolated: bool,
+        kinds: Kinds,
         on_change: Callable[[], None] = lambda: None,
         on_lost: OnLost = lambda err, jobs: None,
         on_new_backend: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
-        self.isolated = isolated
+        self._kinds = kinds
         self._on_change = on_change
         self._on_lost = on_lost
         self._on_new_backend = on_new_backend  # what the old backend held (its host KV cache) is gone
@@ -61,6 +61,10 @@ class BackendSupervisor:
         self._message = "starting"
         self._down_card: str | None = None
         self._info: ModelInfo | None = None
+
+    @property
+    def kind(self) -> BackendKind:
+        return self._kinds(self.config)
 
     # -- what the holder asks --------------------------------------------------------------
 
@@ -88,14 +92,11 @@ class BackendSupervisor:
             )
 
     def backend(self) -> Backend | EngineError:
-        """The backend to run on; while it is being rebuilt, wait only if every card answers."""
+        """The backend to run on; while it is being rebuilt, wait only if what it needs answers."""
         if self.view().state == "recovering":
-            down = card_probe.first_card_down(self.config.cards, health_offset=self.config.health_offset)
+            down = self.kind.first_down(self.config)
             if down:
-                index, endpoint, reason = down
-                return EngineError(
-                    f"{card_probe.describe(index, endpoint, reason)}; answers resume when it is back", card=endpoint
-                )
+                return EngineError(f"{down.message()}; answers resume when it is back", card=down.endpoint)
             self.wait_ready(RETRY_READY_S)
         with self._cond:
             if self._backend is None or self._state != "ready":
@@ -145,7 +146,7 @@ class BackendSupervisor:
         """A card stopped answering while no answer runs: rebuild now rather than fail the next answer."""
         with self._cond:
             backend = self._backend if self._state == "ready" else None
-        if backend is not None and endpoint in self.config.cards:
+        if backend is not None and self.kind.uses_cards and endpoint in self.config.cards:
             self.recover(EngineError(f"card {index} ({endpoint}) is down: {reason}", card=endpoint), backend)
 
     def replace(self, config: EngineConfig, *, why: str) -> ModelInfo:
@@ -167,15 +168,14 @@ class BackendSupervisor:
             raise
         with self._cond:
             self._backend, self._info = backend, info
-        self._set_state("ready", f"{info.name} ready on {len(info.cards)} cards")
+        self._set_state("ready", f"{info.name} ready {info.serving()}")
         return info
 
     # -- its own work ----------------------------------------------------------------------------
 
     def _make_backend(self) -> Backend:
-        home = WorkerBackend if self.isolated else InProcessBackend
         self._on_new_backend()
-        return home(self.config, self._lost)
+        return self.kind.build(self.config, self._lost)
 
     def _lost(self, backend: Backend, err: WorkerLost, jobs: list[int]) -> None:
         """The backend died with `jobs` running (called from its reader thread): rebuild, then tell the holder."""
@@ -192,17 +192,18 @@ class BackendSupervisor:
         self._on_change()
 
     def _load_when_cards_answer(self) -> None:
-        """Wait for every card, then load; repeat until it works or the supervisor stops."""
+        """Wait for what the backend needs (every card, the upstream), then load; repeat until it works or
+        the supervisor stops."""
         while self.view().state != "stopped":
-            down = card_probe.first_card_down(self.config.cards, health_offset=self.config.health_offset)
+            config = self.config
+            down = self._kinds(config).first_down(config)
             if down:
-                index, endpoint, reason = down
                 view = self.view()
-                if view.state != "recovering" or view.down_card != endpoint:
-                    self._set_state("recovering", f"waiting for card {index} ({endpoint}): {reason}", endpoint)
+                if view.state != "recovering" or view.down_card != down.endpoint:
+                    self._set_state("recovering", f"waiting for {down.name}: {down.reason}", down.endpoint)
                 time.sleep(RETRY_S)
                 continue
-            self._set_state("loading", f"loading {self.config.model_name} across {len(self.config.cards)} cards")
+            self._set_state("loading", _loading(config))
             backend = self._make_backend()
             try:
                 info = backend.start()
@@ -218,8 +219,14 @@ class BackendSupervisor:
                     backend.stop()
                     return
                 self._backend, self._info = backend, info
-            self._set_state("ready", f"{info.name} ready on {len(info.cards)} cards")
+            self._set_state("ready", f"{info.name} ready {info.serving()}")
             return
+
+
+def _loading(config: EngineConfig) -> str:
+    if config.backend == "upstream":
+        return f"connecting to the upstream at {config.upstream_url}"
+    return f"loading {config.model_name} across {len(config.cards)} cards"
 
 
 def _spawn(target: Callable[[], None], name: str) -> None:

@@ -19,9 +19,14 @@ class Ticket:
         self.cancel_at: float | None = None  # monotonic time a cancel was asked for
         self.produced = False  # a token reached the caller
         self.attempts = 0  # times it was taken again after the engine was lost before its first token
+        self.stopped_for: str | None = None  # why the scheduler stopped it (a model switch), told at its end
         self._cancel = cancel
         self._events: queue.Queue[Event] = queue.Queue()
         self._told: Queued | None = None
+
+    def ended_early(self) -> bool:
+        """It cannot be taken again after its engine was lost: it streamed, was retried, or was stopped."""
+        return self.produced or bool(self.attempts) or self.cancelled or self.stopped_for is not None
 
     def cancel(self) -> None:
         """Stop this answer (waiting: it leaves the queue; running: it ends at the next step)."""
