@@ -25,6 +25,7 @@ MARKERS_BY_FIXTURE = {
     "embedder": ("embedder",),
     "browser": ("browser",),
     "corpus": ("corpus",),
+    "llama_server": ("appliance",),  # tests/test_upstream.py: an app in front of llama_cpp.server
 }
 
 

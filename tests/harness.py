@@ -50,16 +50,27 @@ def card_settings(first_port: int, count: int, cache_dir: Path, *, sysfs_root: P
     )
 
 
-def get_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # loopback only
+def get_json(url: str, timeout: float = 5.0, *, key: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:  # loopback
         return json.loads(response.read())
 
 
 class Appliance:
     """The app (`python -m app`) against a set of card agents, restartable."""
 
-    def __init__(self, cards: CardProcesses, data_dir: Path, log_dir: Path, models_dir: Path) -> None:
+    def __init__(
+        self,
+        cards: CardProcesses | None,
+        data_dir: Path,
+        log_dir: Path,
+        models_dir: Path,
+        *,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        """`cards` None: no card agents (an upstream backend); `settings`: QUARTET_* variables of its own."""
         self.cards = cards
+        self.settings = settings or {}
         self.models_dir = models_dir
         self.data_dir = data_dir
         self.log_dir = log_dir
@@ -68,12 +79,21 @@ class Appliance:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
+    @property
+    def card_agents(self) -> CardProcesses:
+        assert self.cards is not None, "this appliance runs without card agents"
+        return self.cards
+
+    @property
+    def endpoints(self) -> list[str]:
+        return self.cards.endpoints if self.cards else []
+
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
             "QUARTET_WEB__PORT": str(self.port),
             "QUARTET_DATA_DIR": str(self.data_dir),
-            "QUARTET_ENGINE__CARDS": json.dumps(self.cards.endpoints),
+            "QUARTET_ENGINE__CARDS": json.dumps(self.endpoints),
             "QUARTET_TELEMETRY__POLL_S": "0.5",
             "QUARTET_ENGINE__STEP_TIMEOUT_S": str(STEP_TIMEOUT_S),
             "QUARTET_ENGINE__MAX_TOKENS": "64",
@@ -88,6 +108,7 @@ class Appliance:
             "QUARTET_KNOWLEDGE__DIR": str(self.data_dir.parent / "kb"),
             "QUARTET_ENGINE__CATALOG_PATH": str(self.models_dir / "catalog.toml"),
             "QUARTET_ENGINE__MODEL_PATH": str(self.models_dir / "demo.gguf"),
+            **self.settings,
         }
 
     def start(self, timeout: float = 180.0) -> None:

@@ -10,7 +10,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.browser_helpers import admin_login
-from tests.harness import ADMIN_PASSWORD, Appliance, wait_until
+from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, get_json, wait_until
 
 
 def login(c: Client) -> str:
@@ -100,6 +100,15 @@ def test_switch_while_a_chat_streams_then_the_next_chat_runs_on_the_new_model(ad
     _answer, _cid, progress = user.predict("Hello, new model.", "", "", 8, api_name="/chat")
     assert progress["stats"]["generated_tokens"] > 0
     assert c.predict(api_name="/status")["model"]["name"] == "Demo, 2k context, q8_0 cache"
+    assert served_models(c) == ["demo-2k-context-q8-0-cache"]  # /v1 names the model loaded now
+
+
+def served_models(c: Client) -> list[str]:
+    """The ids `GET /v1/models` lists, and each one found by `GET /v1/models/<id>`."""
+    ids = [m["id"] for m in get_json(f"{c.src.rstrip('/')}/v1/models", key=API_KEY)["data"]]
+    for name in ids:
+        assert get_json(f"{c.src.rstrip('/')}/v1/models/{name}", key=API_KEY)["id"] == name
+    return ids
 
 
 def test_a_failed_load_brings_the_previous_model_back(admin: tuple[Client, str]) -> None:
@@ -115,6 +124,7 @@ def test_a_failed_load_brings_the_previous_model_back(admin: tuple[Client, str])
 def test_switch_back_to_the_demo_and_every_action_is_logged(admin: tuple[Client, str], appliance: Appliance) -> None:
     c, token = admin
     assert c.predict("demo", token, api_name="/switch_model")["n_ctx"] == 4096
+    assert served_models(c) == ["gemma-3-270m-demo"]
     import sqlite3
 
     rows = sqlite3.connect(appliance.data_dir / "quartet.db").execute("select action, ok from admin_log").fetchall()
@@ -125,7 +135,7 @@ def test_switch_back_to_the_demo_and_every_action_is_logged(admin: tuple[Client,
 
 def test_cards_need_the_admin_session_and_must_answer(admin: tuple[Client, str], appliance: Appliance) -> None:
     c, token = admin
-    cards = appliance.cards.endpoints
+    cards = appliance.endpoints
     with pytest.raises(AppError, match="admin session"):
         c.predict(cards, "forged", api_name="/set_cards")
     with pytest.raises(AppError, match="admin session"):
@@ -147,7 +157,7 @@ def test_the_model_moves_to_three_cards_with_progress_per_card_and_back(
     import threading
 
     c, token = admin
-    cards = appliance.cards.endpoints
+    cards = appliance.endpoints
     seen: list[list[dict[str, Any]]] = []
     outcome: dict[str, Any] = {}
     switch = threading.Thread(target=lambda: outcome.update(c.predict(cards[:3], token, api_name="/set_cards")))
@@ -180,7 +190,7 @@ def test_engine_settings_reload_the_model_with_a_new_split_and_context(
     admin: tuple[Client, str], appliance: Appliance
 ) -> None:
     c, token = admin
-    cards = appliance.cards.endpoints
+    cards = appliance.endpoints
     with pytest.raises(AppError, match="admin session"):
         c.predict({"n_ctx": 2048}, "", api_name="/engine_settings")
     with pytest.raises(AppError, match=r"one share per card \(4\), not 2"):

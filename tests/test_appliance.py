@@ -32,7 +32,7 @@ def test_layers_are_on_the_four_cards(appliance: Appliance) -> None:
     assert found["isolated"] is True
     assert found["model"]["n_layers"] == 18
     cards = found["cards"]
-    assert [c["endpoint"] for c in cards] == appliance.cards.endpoints
+    assert [c["endpoint"] for c in cards] == appliance.endpoints
     placed = sorted(layer for card in cards for layer in card["layers"])
     assert placed == list(range(19))
     for card in cards:
@@ -123,7 +123,7 @@ def test_a_conversation_survives_an_app_restart(appliance: Appliance) -> None:
 
 
 def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -> None:
-    cards = appliance.cards
+    cards = appliance.card_agents
     victim = 2
     endpoint = cards.endpoints[victim]
     c = client(appliance)
@@ -152,7 +152,7 @@ def test_a_card_killed_mid_answer_fails_that_answer_only(appliance: Appliance) -
 
 
 def test_a_card_lost_while_idle_is_noticed_before_anyone_asks(appliance: Appliance) -> None:
-    cards = appliance.cards
+    cards = appliance.card_agents
     victim = 1
     endpoint = cards.endpoints[victim]
     cards.kill(victim)
@@ -170,7 +170,7 @@ def test_a_card_lost_while_idle_is_noticed_before_anyone_asks(appliance: Applian
 
 
 def test_a_card_restarted_between_answers_costs_no_answer(appliance: Appliance) -> None:
-    cards = appliance.cards
+    cards = appliance.card_agents
     cards.kill(3)
     cards.start(3)
     cards.wait_healthy(3)
@@ -192,7 +192,7 @@ def _wait_for_stall(job: Any, quiet_s: float = 1.5) -> None:
 
 def test_a_card_that_hangs_mid_answer_cannot_freeze_the_box(appliance: Appliance) -> None:
     """SIGSTOP: the card neither dies nor answers, and ggml-rpc would wait in a socket read forever."""
-    cards = appliance.cards
+    cards = appliance.card_agents
     victim = 1
     endpoint = cards.endpoints[victim]
     c = client(appliance)

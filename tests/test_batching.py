@@ -172,7 +172,7 @@ def test_more_answers_than_slots_wait_with_their_place_in_line(appliance: Applia
 
 
 def test_a_card_killed_while_four_answers_run_fails_all_four_naming_it(appliance: Appliance) -> None:
-    cards = appliance.cards
+    cards = appliance.card_agents
     victim = 2
     endpoint = cards.endpoints[victim]
     runs = [Run() for _ in PROMPTS]
@@ -247,7 +247,7 @@ def test_the_host_kv_cache_counts_nothing_once_the_engine_is_rebuilt(appliance: 
     assert all(r.error is None for r in others), [r.error for r in others]
     assert metric(appliance, "quartet_engine_kv_host_entries") >= 1  # the report left its slot for host memory
     assert metric(appliance, "quartet_engine_kv_host_bytes") > 0
-    cards, victim = appliance.cards, 1
+    cards, victim = appliance.card_agents, 1
     running = Run()
     thread = threading.Thread(target=stream, args=(appliance, PROMPTS[0], running), kwargs={"max_tokens": 400})
     thread.start()

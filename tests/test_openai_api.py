@@ -180,8 +180,8 @@ def test_a_card_that_is_down_gives_500_card_down_naming_it(api: openai.OpenAI, a
 
     from tests.harness import get_json, wait_until
 
-    cards = appliance.cards
-    victim, endpoint = 3, appliance.cards.endpoints[3]
+    cards = appliance.card_agents
+    victim, endpoint = 3, appliance.card_agents.endpoints[3]
     cards.kill(victim)
     try:
         wait_until(lambda: get_json(appliance.url + "/health")["engine"] != "ready", timeout=10, every=0.1)

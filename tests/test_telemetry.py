@@ -57,7 +57,7 @@ def test_metrics_parse_and_carry_one_series_per_card(appliance: Appliance) -> No
 
 def test_a_killed_card_shows_down_within_three_seconds(appliance: Appliance) -> None:
     c = Client(appliance.url, verbose=False)
-    appliance.cards.kill(0)
+    appliance.card_agents.kill(0)
     killed = time.monotonic()
     try:
         down = wait_until(lambda: (now := cards(c)) and now[0]["state"] == "down" and now, timeout=3, every=0.1)
@@ -65,13 +65,13 @@ def test_a_killed_card_shows_down_within_three_seconds(appliance: Appliance) -> 
         assert down[0]["reason"] in ("refused", "timeout", "reset")  # killed mid-probe: reset
         assert down[0]["last_seen"] is not None
     finally:
-        appliance.cards.start(0)
-        appliance.cards.wait_healthy(0)
+        appliance.card_agents.start(0)
+        appliance.card_agents.wait_healthy(0)
         wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
 
 
 def _heat(appliance: Appliance, card: int, celsius: float) -> None:
-    board = appliance.cards.settings.local_cards.sysfs_root.parent / f"card{card}"
+    board = appliance.card_agents.settings.local_cards.sysfs_root.parent / f"card{card}"
     (board / "sys/class/thermal/thermal_zone1/temp").write_text(f"{int(celsius * 1000)}\n")
 
 

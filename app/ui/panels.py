@@ -53,6 +53,8 @@ def card_panel(card: CardView, *, compact: bool = False) -> str:
 
 def card_strip(status: ApplianceStatus, *, compact: bool = False) -> str:
     panels = "".join(card_panel(card, compact=compact) for card in status.cards)
+    if not status.cards:  # an upstream engine with no card agents listed: nothing to show, and it says so
+        panels = "<div class='q-card q-none' id='no-cards'>Cards: not reported by this engine</div>"
     return f"<div class='q-panels'>{panels}</div>"
 
 

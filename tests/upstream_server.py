@@ -1,0 +1,125 @@
+"""An upstream for the upstream backend's tests: llama-cpp-python's own OpenAI-compatible server (`python -m
+llama_cpp.server`, a server nobody here wrote) serving the demo model on loopback, and a proxy in front of
+it that offers only what the boards' vendor servers offer (streaming chat completions and the model list).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from app.settings import DEMO_MODEL
+from tests.harness import get_json
+
+
+class LlamaCppServer:
+    """llama_cpp.server with the demo model as `demo`, restartable on the same port (loopback only)."""
+
+    def __init__(self, port: int, log_dir: Path, *, n_ctx: int = 2048) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.n_ctx = n_ctx
+        self.log_dir = log_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self, timeout: float = 120.0) -> None:
+        self.starts += 1
+        log = open(self.log_dir / f"llama-server-{self.starts}.log", "wb")  # noqa: SIM115
+        command = [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(DEMO_MODEL), "--model_alias", "demo",
+            "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx), "--n_threads", "1",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}; see {log.name}")
+            try:
+                get_json(f"{self.url}/models", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError(f"llama_cpp.server did not answer within {timeout:.0f} s")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ChatOnlyProxy:
+    """A loopback proxy that passes streaming `POST /v1/chat/completions` and `GET /v1/models` through, drops
+    the request fields such a server does not know (`response_format`, `stream_options`), and answers 404
+    to every other route: what the boards' vendor server (RKLLM's OpenAI front) offers. For each stream it
+    notes how many chunks it passed and whether the client (Quartet) closed it before its end."""
+
+    def __init__(self, port: int, upstream_port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.upstream_port = upstream_port
+        self.refused: list[str] = []
+        self.streams: list[tuple[int, bool]] = []  # (chunks passed, closed by the client before the end)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="chat-only-proxy", daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path != "/v1/models":
+                    return self._refuse()
+                self._forward("GET", None)
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path != "/v1/chat/completions" or not body.get("stream"):
+                    return self._refuse()
+                body.pop("response_format", None)
+                body.pop("stream_options", None)
+                self._forward("POST", json.dumps(body).encode())
+
+            def _refuse(self) -> None:
+                proxy.refused.append(f"{self.command} {self.path}")
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _forward(self, method: str, body: bytes | None) -> None:
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                headers = {"Content-Type": "application/json"} if body else {}
+                upstream.request(method, self.path, body=body, headers=headers)
+                answer = upstream.getresponse()
+                self.send_response(answer.status)
+                self.send_header("Content-Type", answer.getheader("Content-Type", "application/json"))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                passed, left = 0, False
+                while line := answer.readline():
+                    try:
+                        self.wfile.write(line)
+                        self.wfile.flush()
+                    except OSError:  # the client closed the stream: so does the proxy, upstream
+                        left = True
+                        break
+                    passed += line.startswith(b"data:")
+                proxy.streams.append((passed, left))
+                upstream.close()
+
+        return Handler
