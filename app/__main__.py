@@ -57,7 +57,7 @@ def build_context(settings: Settings) -> AppContext:
     )
     watch = settings.telemetry
     cards = CardMonitor(
-        list(config.cards),
+        lambda: engine.config.cards,
         settings.health_url,
         every_s=watch.poll_s,
         timeout_s=watch.timeout_s,

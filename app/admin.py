@@ -3,6 +3,7 @@ engine settings — every action checked here on the server and written to the a
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+from pydantic import SecretStr
 
 from app.admin_input import checked_settings
 from app.auth import LoginThrottle, verify_password
@@ -150,8 +152,11 @@ class AdminService:
                 "file": entry.path.name,
                 "n_ctx": entry.n_ctx,
                 "kv_type": entry.kv_type,
-                "loaded": model is not None and str(entry.path) == model.gguf_file,
+                "loaded": model is not None and (entry.upstream_url or str(entry.path)) == model.gguf_file,
             }
+            if entry.is_upstream:  # nothing of it lives on the cards: no GGUF to read, nothing to fit
+                rows.append(row | {"file": entry.upstream_url, "present": True, "fits": True, "problem": ""})
+                continue
             try:
                 fit = catalog.fit(self._entry_config(entry), memory)
                 info = fit.info
@@ -172,10 +177,23 @@ class AdminService:
         return rows
 
     def _entry_config(self, entry: catalog.CatalogEntry) -> EngineConfig:
-        """The engine configuration a switch to `entry` loads (its file checked to lie in the models folder)."""
+        """The engine configuration a switch to `entry` loads (its file checked to lie in the models folder;
+        an upstream's key read from the environment variable the entry names)."""
+        if entry.is_upstream:
+            key = os.environ.get(entry.upstream_key_env, "") if entry.upstream_key_env else ""
+            return replace(
+                self.engine.config,
+                backend="upstream",
+                upstream_url=entry.upstream_url,
+                upstream_model=entry.upstream_model,
+                upstream_key=SecretStr(key),
+                model_name=entry.name,
+                n_ctx=entry.n_ctx,
+            )
         catalog.check_location(entry.path, self.settings.engine.models_dir)
         return replace(
             self.engine.config,
+            backend="cards",
             model_path=entry.path,
             model_name=entry.name,
             n_ctx=entry.n_ctx,
@@ -245,15 +263,8 @@ class AdminService:
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
             raise
-        monitor, before = self.telemetry.monitor, self.telemetry.monitor.cards
-        monitor.set_cards(cards)
-        try:
-            return self._apply(
-                replace(self.engine.config, cards=tuple(cards), tensor_split=None), who=who, action=action
-            )
-        except EngineError:
-            monitor.set_cards(before)  # the supervisor loaded the previous configuration again
-            raise
+        # the card monitor follows the engine's card list (and the previous one, if the supervisor goes back)
+        return self._apply(replace(self.engine.config, cards=tuple(cards), tensor_split=None), who=who, action=action)
 
     def _cards_in_use(self) -> set[str]:
         return set(self.engine.config.cards) if self.engine.status().state == "ready" else set()
@@ -271,7 +282,8 @@ class AdminService:
         """Check that `config` fits the cards, then reload with it; every outcome goes to the admin log,
         an unexpected error's too."""
         try:
-            catalog.fit(config, self._memory()).check()
+            if config.backend == "cards":  # an upstream holds its model itself
+                catalog.fit(config, self._memory()).check()
             self._progress.note_baseline()
             info = self.engine.switch(config)
         except EngineError as err:

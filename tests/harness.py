@@ -34,6 +34,7 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 # Card ports are fixed (health = RPC + 1000, app.endpoint.HEALTH_OFFSET); QUARTET_TEST_PORT_OFFSET moves them
 # all, so that two checkouts can run their suites side by side on one machine.
 PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0"))
+UPSTREAM_PORT = 28081 + PORT_OFFSET  # llama_cpp.server in tests/test_upstream.py (below the ephemeral range)
 
 
 def free_port() -> int:
@@ -219,11 +220,17 @@ name = "Outside the models folder"
 path = "/etc/hostname"
 
 [[models]]
+id = "upstream-demo"
+name = "Demo from llama-cpp-python's server"
+upstream_url = "http://127.0.0.1:{upstream}/v1"
+n_ctx = 2048
+
+[[models]]
 id = "broken-template"
 name = "Demo with a template that is not there"
 path = "demo.gguf"
 chat_template = "no-such-template.jinja"
-""",
+""".replace("{upstream}", str(UPSTREAM_PORT)),
         encoding="utf-8",
     )
     return folder

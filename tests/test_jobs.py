@@ -66,7 +66,7 @@ def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
     engine = EngineService(
         EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=("127.0.0.1:1",)), kinds=backend_kind
     )
-    monitor = CardMonitor(["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
+    monitor = CardMonitor(lambda: ["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
     admin = AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry, settings=settings)
     token = admin.login("pw", who="test", client="127.0.0.1")

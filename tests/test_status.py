@@ -55,7 +55,7 @@ def telemetry() -> Telemetry:
     engine = EngineService(
         EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=CARDS, isolation=False), kinds=backend_kind
     )
-    monitor = CardMonitor(list(CARDS), lambda card: f"http://{card}/health", every_s=1.0, timeout_s=0.1)
+    monitor = CardMonitor(lambda: CARDS, lambda card: f"http://{card}/health", every_s=1.0, timeout_s=0.1)
     return Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
 
 

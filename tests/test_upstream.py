@@ -17,12 +17,12 @@ import openai
 import pytest
 from gradio_client import Client, handle_file
 
-from tests.harness import API_KEY, PORT_OFFSET, Appliance, get_json, models_folder, wait_until
+from tests.harness import API_KEY, PORT_OFFSET, UPSTREAM_PORT, Appliance, get_json, models_folder, wait_until
 from tests.library import handbook
 from tests.table_documents import lab_report, pdf
+from tests.test_admin import login
 from tests.upstream_server import ChatOnlyProxy, LlamaCppServer
 
-UPSTREAM_PORT = 28081 + PORT_OFFSET  # below Linux's ephemeral range, like every port a test server owns
 PROXY_PORT = 28091 + PORT_OFFSET
 HANDBOOK = "quartet-handbook.pdf"  # four pages; page 3 says the cards throttle at 85 °C
 LAB = "lab-report-upstream.pdf"
@@ -244,3 +244,21 @@ def test_stop_closes_the_upstreams_stream_at_once(chat_only: tuple[Appliance, Ch
     assert time.monotonic() - stopped_at < 5
     state = wait_until(lambda: (s := status(app)) and not s["queue"]["running"] and s, timeout=5)
     assert state["last_stats"]["finish_reason"] == "cancelled"
+
+
+def test_the_admin_switches_cards_to_the_upstream_and_back(appliance: Appliance, llama_server: LlamaCppServer) -> None:
+    """A catalog entry may be an upstream: the four-card appliance switches to it and back, the page's status
+    and /v1 naming the model loaded after each switch."""
+    c = Client(appliance.url, verbose=False)
+    token = login(c)
+    switched = c.predict("upstream-demo", token, api_name="/switch_model")
+    assert (switched["model"], switched["backend"], switched["n_ctx"]) == ("demo", "upstream", 2048)
+    model = c.predict(api_name="/status")["model"]
+    assert (model["backend"], model["gguf_file"]) == ("upstream", llama_server.url)
+    assert [m.id for m in api(appliance).models.list().data] == ["demo"]
+    _answer, _cid, progress = c.predict("Hello, upstream.", "", "", 8, api_name="/chat")
+    assert progress["stats"]["generated_tokens"] > 0
+    back = c.predict("demo", token, api_name="/switch_model")
+    assert (back["model"], back["backend"]) == ("Gemma 3 270M (demo)", "cards")
+    assert [card["endpoint"] for card in c.predict(api_name="/status")["cards"]] == appliance.endpoints
+    assert [m.id for m in api(appliance).models.list().data] == ["gemma-3-270m-demo"]

@@ -50,6 +50,13 @@ class CatalogEntry:
     kv_type: str = KV_TYPE
     chat_template: str | None = None
     description: str = ""
+    upstream_url: str = ""  # an OpenAI-compatible server instead of a GGUF on the cards
+    upstream_model: str = ""  # the model to ask it for (empty: the first it lists)
+    upstream_key_env: str = ""  # the key by reference: the environment variable that holds it
+
+    @property
+    def is_upstream(self) -> bool:
+        return bool(self.upstream_url)
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     entries = []
     for raw in data.get("models", []):
-        file = Path(raw["path"])
+        file = Path(raw.get("path", ""))
         entries.append(
             CatalogEntry(
                 id=raw["id"],
@@ -80,6 +87,9 @@ def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
                 kv_type=raw.get("kv_type", KV_TYPE),
                 chat_template=raw.get("chat_template"),
                 description=raw.get("description", ""),
+                upstream_url=raw.get("upstream_url", ""),
+                upstream_model=raw.get("upstream_model", ""),
+                upstream_key_env=raw.get("upstream_key_env", ""),
             )
         )
     return entries

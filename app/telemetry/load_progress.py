@@ -35,9 +35,9 @@ class LoadProgress:
 
     def rows(self) -> list[LoadRow]:
         """Per card while a model loads (else []): loaded and expected GiB and the percentage, or pct None."""
-        if self.engine.status().state != "loading":
-            return []
         config = self.engine.config
+        if self.engine.status().state != "loading" or config.backend != "cards":  # an upstream loads nothing here
+            return []
         key = (str(config.model_path), len(config.cards), config.tensor_split)
         if self._expected[0] != key:
             try:

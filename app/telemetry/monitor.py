@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -60,7 +60,7 @@ def _reason(err: Exception) -> str:
 class CardMonitor:
     def __init__(
         self,
-        cards: list[str],
+        cards: Callable[[], Sequence[str]],
         health_url: Callable[[str], str],
         *,
         every_s: float,
@@ -68,12 +68,14 @@ class CardMonitor:
         on_down: Callable[[int, str, str], None] | None = None,
     ) -> None:
         self._health_url = health_url
-        self._cards = list(cards)
-        self._urls = [health_url(card) for card in cards]
+        self._source = cards  # the engine's card list, read at every poll: the monitor follows it
+        self._cards: list[str] = []
+        self._urls: list[str] = []
+        self._samples: list[CardSample] = []
         self._every = every_s
         self._timeout = timeout_s
-        self._samples = [CardSample(i, card, "unknown") for i, card in enumerate(cards)]
         self._lock = threading.Lock()
+        self._follow()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="card-poll")
         self._thread: threading.Thread | None = None
@@ -95,10 +97,13 @@ class CardMonitor:
         while not self._stop.wait(self._every):
             self.poll()
 
-    def set_cards(self, cards: list[str]) -> None:
-        """Follow a new list of card endpoints (the admin changed them); their state starts unknown."""
+    def _follow(self) -> None:
+        """Take up the engine's card list if it changed (the admin moved the model); new cards start unknown."""
+        cards = list(self._source())
         with self._lock:
-            self._cards = list(cards)
+            if cards == self._cards:
+                return
+            self._cards = cards
             self._urls = [self._health_url(card) for card in cards]
             self._samples = [CardSample(i, card, "unknown") for i, card in enumerate(cards)]
 
@@ -108,6 +113,7 @@ class CardMonitor:
             return list(self._cards)
 
     def poll(self) -> list[CardSample]:
+        self._follow()
         with self._lock:
             cards, urls, previous = list(self._cards), list(self._urls), list(self._samples)
         results = list(self._pool.map(self._probe, cards, urls, previous))

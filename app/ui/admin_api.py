@@ -23,7 +23,7 @@ def register(admin: AdminService) -> None:
     def switch_model(model_id: str, admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: switch to a catalog model; the old one is unloaded first, and comes back on failure."""
         info = admin.switch_model(admin_token, model_id, who=_owner(request))
-        return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2)}
+        return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2), "backend": info.backend}
 
     @explained
     def ping_cards(endpoints: list[str], admin_token: str) -> list[dict[str, Any]]:
