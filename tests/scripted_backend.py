@@ -90,8 +90,8 @@ class ScriptedBackend:
     def start(self) -> ModelInfo:
         if self.config.model_name in self.stage.broken:
             raise EngineError(f"{self.config.model_name} is scripted not to load")
-        caps = self.stage.capabilities
-        return ModelInfo(self.config.model_name, "scripted", 1, self.config.n_ctx, (), capabilities=caps)
+        name, caps = self.config.model_name, self.stage.capabilities
+        return ModelInfo(name, "scripted", 1, self.config.n_ctx, (), backend="scripted", capabilities=caps)
 
     def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
         if self.dead:

@@ -310,7 +310,9 @@ def test_a_full_queue_refuses_new_answers_as_busy(line: Callable[..., Line]) -> 
 
 
 def test_the_status_says_what_the_loaded_backend_can_do(line: Callable[..., Line]) -> None:
-    q = line(Stage(capabilities=Capabilities(logprobs=False, placement=False)))
-    model = q.service.status().model
-    assert model is not None and model.name == "Model A" and not q.service.status().isolated
+    q = line(Stage(capabilities=Capabilities(logprobs=False, placement=False)), parallel=3, background_slots=5)
+    status = q.service.status()
+    assert (status.queue.parallel, status.queue.background_slots, status.isolated) == (3, 3, False)
+    model = status.model
+    assert model is not None and model.name == "Model A" and model.backend == "scripted"
     assert not model.can("logprobs") and not model.can("placement") and model.can("json_schema")
