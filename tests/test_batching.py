@@ -162,15 +162,6 @@ def test_stopping_one_of_four_lets_the_others_finish_and_frees_its_slot(applianc
     assert still_running, "the fifth answer only started once the other three were done"
 
 
-def test_more_answers_than_slots_wait_with_their_place_in_line(appliance: Appliance) -> None:
-    runs = at_once(appliance, [*PROMPTS, "Say hello.", "Say goodbye."], max_tokens=64)
-    assert all(r.error is None and r.text for r in runs), [r.error for r in runs]
-    firsts = sorted(r.first_at for r in runs if r.first_at)
-    ends = sorted(r.ended_at for r in runs if r.ended_at)
-    # six answers, four slots: at least one of them started only after another had ended
-    assert firsts[-1] > ends[0]
-
-
 def test_a_card_killed_while_four_answers_run_fails_all_four_naming_it(appliance: Appliance) -> None:
     cards = appliance.card_agents
     victim = 2

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import jsonschema
 import pytest
 
-from app.engine.events import Done, Failed, GenerationRequest, Message, Queued, Reading, Token
+from app.engine.events import Done, Failed, GenerationRequest, Message, Token
 from app.engine.follow import follow as follow_ticket
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
@@ -30,25 +30,20 @@ class Followed:
     end: Done | Failed
     first_at: float | None
     ended_at: float
-    queued: list[int]
     times: list[float]  # when each piece came
 
 
 def follow(ticket: Ticket, *, cancel_after: int = 0) -> Followed:
-    text, first_at, queued, times = "", None, [], []
+    text, first_at, times = "", None, []
     for event in follow_ticket(ticket):
-        if isinstance(event, Queued):
-            queued.append(event.position)
-        elif isinstance(event, Reading):
-            continue
-        elif isinstance(event, Token):
+        if isinstance(event, Token):
             text += event.text
             times.append(time.monotonic())
             first_at = first_at or times[-1]
             if cancel_after and len(times) == cancel_after:
                 ticket.cancel()
-        else:
-            return Followed(text, event, first_at, time.monotonic(), queued, times)
+        elif isinstance(event, Done | Failed):  # Queued and Reading say nothing here
+            return Followed(text, event, first_at, time.monotonic(), times)
     raise AssertionError("the events ended without Done or Failed")
 
 
@@ -121,20 +116,6 @@ def test_cancelling_one_answer_leaves_the_others_to_their_end(service: EngineSer
         assert isinstance(other.end, Done) and other.end.stats.generated_tokens == 40
 
 
-def test_beyond_the_slots_answers_wait_with_their_position(service: EngineService) -> None:
-    # the first three end at different steps, so slots are given back one at a time (two given back at
-    # once would take the fourth and fifth together, and the fifth would never be first in line)
-    requests = [ask(f"Write about the number {i}.", max_tokens=min(30 + 15 * i, 60)) for i in range(5)]
-    results = side_by_side(service, requests)
-    assert all(isinstance(r.end, Done) for r in results)
-    assert not results[0].queued or results[0].queued[-1] == 1
-    for waited in results[3:]:  # three slots: the fourth and fifth waited, moving up to first in line
-        assert waited.queued and waited.queued[-1] == 1, waited.queued
-    assert 2 in results[4].queued
-    queue = service.status().queue
-    assert (queue.running, queue.waiting, queue.parallel) == (0, 0, 3)
-
-
 def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) -> None:
     first = ask("Remember the number seven. " + "Here is some context about numbers. " * 30, max_tokens=8)
     said = follow(service.submit(first))
@@ -144,20 +125,6 @@ def test_a_follow_up_finds_its_conversation_in_a_slot(service: EngineService) ->
     again = follow(service.submit(follow_up))
     assert isinstance(again.end, Done)
     assert again.end.stats.cached_tokens > 200, again.end.stats
-
-
-def test_background_work_takes_one_slot_and_people_go_first(service: EngineService) -> None:
-    batch = [
-        ask(f"Summarise part {i} of a long report about bridges.", max_tokens=20, background=True) for i in range(3)
-    ]
-    person = ask("Hello, who are you?", max_tokens=12)
-    results = side_by_side(service, [*batch, person])
-    assert all(isinstance(r.end, Done) for r in results)
-    first_part, second_part, third_part, chat = results
-    # background_slots = 1: the parts ran one after another, the person's answer beside the first
-    assert second_part.first_at and second_part.first_at > first_part.ended_at
-    assert third_part.first_at and third_part.first_at > second_part.ended_at
-    assert chat.first_at and chat.first_at < first_part.ended_at, "the person waited behind background work"
 
 
 def test_a_conversation_whose_slot_was_taken_gets_its_kv_back_from_host_memory(service: EngineService) -> None:

@@ -19,10 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from app.engine import admission
-from app.engine import events as ev
 from app.engine.backend import WorkerLost
 from app.engine.engine_config import EngineConfig
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Reading, Token
+from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo, Reading, Token
 from app.engine.meter import CacheMeter, CacheUse
 from app.engine.queue_view import Tally, empty_stats, status_of
 from app.engine.status import EngineStatus
@@ -74,6 +73,8 @@ class EngineService:
         """Stop serving and close the backend (its own joins bound the wait: a worker gets 3 s, then is killed)."""
         with self._cond:
             self._stopped = True
+            while self._waiting:  # each ends once, and leaves the line (a cancel after it finds nothing)
+                self._waiting.popleft().put(Failed("the engine is shutting down"))
             self._cond.notify_all()
         self.supervisor.stop()
         self._fail_running("the engine stopped before the answer ended")
@@ -102,6 +103,8 @@ class EngineService:
         request = replace(request, max_tokens=max(1, min(request.max_tokens, self.config.max_tokens_limit)))
         ticket = Ticket(next(self._ids), request, self.cancel)
         with self._cond:
+            if self._stopped:  # nobody would serve it
+                raise EngineError("the engine is shutting down; try again once it is back")
             if len(self._waiting) >= self.config.max_queue:
                 busy = f"the appliance is busy: {len(self._waiting)} answers are waiting; try again shortly"
                 raise EngineError(busy, kind="busy")
@@ -149,9 +152,7 @@ class EngineService:
         while True:
             with self._cond:
                 chosen = self._next_admission()
-                if chosen is None:
-                    for waiting in self._waiting:
-                        waiting.put(Failed("the engine is shutting down"))
+                if chosen is None:  # stopped
                     return
                 self._waiting.remove(chosen)
                 self._running[chosen.id] = chosen  # its slot is taken from now on
@@ -187,15 +188,17 @@ class EngineService:
 
     def _admit(self, ticket: Ticket) -> None:
         backend = self.supervisor.backend()
-        if isinstance(backend, EngineError):
-            with self._cond:
-                self._running.pop(ticket.id, None)
+        with self._cond:  # while it waited for the backend, the service may have stopped and ended it
+            if self._running.get(ticket.id) is not ticket:
+                return
+            if isinstance(backend, EngineError):
+                del self._running[ticket.id]
                 self._cond.notify_all()
-            ticket.put(backend.failed())
-            self.counters.add("errors")
-            return
+                ticket.put(backend.failed())
+                self.counters.add("errors")
+                return
+            ticket.put(Reading())
         self.counters.add("requests")
-        ticket.put(Reading())
         try:
             backend.submit(ticket.id, ticket.request, lambda event: self._on_event(ticket, event))
         except WorkerLost as err:
@@ -244,7 +247,7 @@ class EngineService:
 
     # -- model switches and card faults ----------------------------------------------------------
 
-    def switch(self, config: EngineConfig, *, grace_s: float = 5.0) -> ev.ModelInfo:
+    def switch(self, config: EngineConfig, *, grace_s: float = 5.0) -> ModelInfo:
         """Load another model (or the same one with other settings). New answers wait; the running ones
         have `grace_s` to finish, then are stopped with a notice; the old model is unloaded first. If the
         new one fails to load, the old one is loaded again and the error says why."""
@@ -288,8 +291,7 @@ class EngineService:
         self._fail_running(f"the answer was stopped: the administrator is {why}")  # its backend did not end it
 
     def _fail_running(self, message: str) -> None:
-        """Every answer still in a slot ends now (its backend was stopped or replaced); whatever that backend
-        says of it later goes nowhere."""
+        """Every answer in a slot ends now (its backend was stopped or replaced); what it says later goes nowhere."""
         with self._cond:
             jobs = list(self._running)
         self._fail_jobs(WorkerLost(message), jobs)
@@ -308,10 +310,9 @@ class EngineService:
         with self._cond:
             running, waiting = list(self._running.values()), list(self._waiting)
             held, switching = self._held_for, self._switching
-        isolated = self.config.isolation and self.supervisor.kind.uses_cards
         return EngineStatus.model_validate({**status_of(
-            self.supervisor.view(), isolated=isolated, switching=switching, held=held,
-            running=running, waiting=waiting, parallel=self.parallel, rate=self.rate.rate(),
-            last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
+            self.supervisor.view(), isolated=self.config.isolation and self.supervisor.kind.uses_cards,
+            switching=switching, held=held, running=running, waiting=waiting, parallel=self.parallel,
+            rate=self.rate.rate(), last_stats=self.tally.last_stats, cancel_s=self.tally.cancel_s,
             background_slots=min(self.background_slots, self.parallel),
         ), **self.cache.snapshot()})  # fmt: skip  # prefix_hits, host_restores, cached_tokens_total, kv_host_*
