@@ -3,7 +3,6 @@ engine settings — every action checked here on the server and written to the a
 
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 import time
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
-from pydantic import SecretStr
 
 from app.admin_input import checked_settings
 from app.auth import LoginThrottle, verify_password
@@ -177,29 +175,7 @@ class AdminService:
         return rows
 
     def _entry_config(self, entry: catalog.CatalogEntry) -> EngineConfig:
-        """The engine configuration a switch to `entry` loads (its file checked to lie in the models folder;
-        an upstream's key read from the environment variable the entry names)."""
-        if entry.is_upstream:
-            key = os.environ.get(entry.upstream_key_env, "") if entry.upstream_key_env else ""
-            return replace(
-                self.engine.config,
-                backend="upstream",
-                upstream_url=entry.upstream_url,
-                upstream_model=entry.upstream_model,
-                upstream_key=SecretStr(key),
-                model_name=entry.name,
-                n_ctx=entry.n_ctx,
-            )
-        catalog.check_location(entry.path, self.settings.engine.models_dir)
-        return replace(
-            self.engine.config,
-            backend="cards",
-            model_path=entry.path,
-            model_name=entry.name,
-            n_ctx=entry.n_ctx,
-            kv_type=entry.kv_type,
-            chat_template=entry.chat_template,
-        )
+        return catalog.config_for(entry, self.engine.config, models_dir=self.settings.engine.models_dir)
 
     def _memory(self) -> dict[str, catalog.CardMemory]:
         """Each card's memory now, with what the loaded model holds there (freed before the next load)."""

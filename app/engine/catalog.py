@@ -10,9 +10,12 @@ KV cache of its layers, and buffers.
 
 from __future__ import annotations
 
+import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from pydantic import SecretStr
 
 from app.engine.engine_config import KV_TYPE, N_CTX, EngineConfig
 from app.engine.events import EngineError
@@ -93,6 +96,32 @@ def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
             )
         )
     return entries
+
+
+def config_for(entry: CatalogEntry, config: EngineConfig, *, models_dir: Path) -> EngineConfig:
+    """The engine configuration a switch to `entry` loads, from the one loaded now: a GGUF on the cards (its
+    file checked to lie in the models folder) or an upstream (its key read from the variable it names)."""
+    if entry.is_upstream:
+        key = os.environ.get(entry.upstream_key_env, "") if entry.upstream_key_env else ""
+        return replace(
+            config,
+            backend="upstream",
+            upstream_url=entry.upstream_url,
+            upstream_model=entry.upstream_model,
+            upstream_key=SecretStr(key),
+            model_name=entry.name,
+            n_ctx=entry.n_ctx,
+        )
+    check_location(entry.path, models_dir)
+    return replace(
+        config,
+        backend="cards",
+        model_path=entry.path,
+        model_name=entry.name,
+        n_ctx=entry.n_ctx,
+        kv_type=entry.kv_type,
+        chat_template=entry.chat_template,
+    )
 
 
 def check_location(path: Path, models_dir: Path) -> Path:
