@@ -46,6 +46,7 @@ class Extraction:
     record: dict[str, Any]
     parts: int
     problems: list[str] = field(default_factory=list)  # parts that gave no valid answer, and why
+    constrained: bool = True  # the engine held every answer to the schema (else: asked, checked, repaired once)
 
 
 @dataclass(frozen=True)
@@ -162,13 +163,14 @@ class Extractor:
         except EngineError as err:
             raise ExtractionFailed(f"{name} could not be cut into parts: {err}", kind=err.kind) from err
         results: list[PartResult] = []
+        constrained = self._constrained()
         problems: list[str] = []
         queue = list(parts)
         done = 0
         while queue:
             part = queue.pop(0)
             label = f"{name}: part {done + 1} of {done + 1 + len(queue)} (pages {part.pages[0]}–{part.pages[-1]})"
-            record, problem, note = yield from self._part(name, part, schema, label, cancelled, limits)
+            record, problem, note = yield from self._part(name, part, schema, label, cancelled, limits, constrained)
             if problem == "cancelled":
                 raise ExtractionFailed("stopped before the end", kind="cancelled")
             if problem == "context" and len(part.pages) > 1:  # the estimate was short: read it as two halves
@@ -182,10 +184,17 @@ class Extractor:
             else:
                 problems.append(f"pages {part.pages[0]}–{part.pages[-1]}: {problem}")
         if not results:
-            raise ExtractionFailed("no part gave a valid answer: " + "; ".join(problems))
+            raise ExtractionFailed(
+                "no part gave a valid answer: " + "; ".join(problems + [UNCONSTRAINED][constrained:])
+            )
         fields, trimmed = within_max_items(merge(results, schema, pages), schema)
-        problems += trimmed
-        return Extraction(document_id, name, fields, record_of(fields), len(parts), problems)
+        problems += trimmed + [UNCONSTRAINED][constrained:]
+        return Extraction(document_id, name, fields, record_of(fields), len(parts), problems, constrained)
+
+    def _constrained(self) -> bool:
+        """Whether the loaded engine holds an answer to a JSON Schema (an upstream may not)."""
+        model = self.engine.status().model
+        return model is None or model.can("json_schema")
 
     def _part(
         self,
@@ -195,6 +204,7 @@ class Extractor:
         label: str,
         cancelled: Callable[[], bool],
         limits: Limits,
+        constrained: bool,
     ) -> Generator[Step, None, tuple[dict[str, Any] | None, str | None, str | None]]:
         """(record, None, note) or (None, why, None); one retry with the validation error. An answer cut
         off by the token cap is closed at its last whole row or field when that still validates: the
@@ -206,7 +216,9 @@ class Extractor:
         problem = ""
         for attempt in (1, 2):
             step = label if attempt == 1 else label + ", retry"
-            text, failure = yield from self._generate(messages, schema, step, cancelled, limits)
+            text, failure = yield from self._generate(
+                messages, schema if constrained else None, step, cancelled, limits
+            )
             if failure in ("context", "cancelled"):
                 return None, failure, None
             if failure == "timeout":
@@ -222,7 +234,7 @@ class Extractor:
                     return record, None, note
             else:
                 try:
-                    record = clean(json.loads(text))
+                    record = clean(json.loads(text if constrained else _braced(text)))
                     if (invalid := check(record, schema)) is None:
                         return record, None, None
                     problem = invalid
@@ -238,17 +250,18 @@ class Extractor:
     def _generate(
         self,
         messages: tuple[Message, ...],
-        schema: dict[str, Any],
+        schema: dict[str, Any] | None,
         label: str,
         cancelled: Callable[[], bool],
         limits: Limits,
     ) -> Generator[Step, None, tuple[str, str | None]]:
-        """(text, None) or (partial text, reason); a generation past the timeout is cancelled."""
+        """(text, None) or (partial text, reason); a generation past the timeout is cancelled. `schema` None:
+        the engine cannot hold the answer to it (the prompt describes the fields; the caller checks)."""
         request = GenerationRequest(
             messages=messages,
             max_tokens=limits.max_tokens,
             temperature=0.0,
-            json_schema=json.dumps(bounded(schema)),
+            json_schema=json.dumps(bounded(schema)) if schema is not None else None,
             background=True,  # people's answers go first
         )
         try:
@@ -270,3 +283,15 @@ class Extractor:
             elif isinstance(event, Failed):
                 return text, event.kind if event.kind in ("context", "timeout") else event.message
         return text, "the answer ended without a word from the engine"
+
+
+UNCONSTRAINED = (
+    "unconstrained: the engine cannot hold an answer to a schema, so each answer was asked for the schema's "
+    "fields, checked against the schema and repaired once"
+)
+
+
+def _braced(text: str) -> str:
+    """The JSON object in a free answer (a model not held to a schema may wrap it in words or a code fence)."""
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if 0 <= start < end else text

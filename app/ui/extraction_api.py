@@ -111,5 +111,6 @@ def _result(result: Extraction) -> dict[str, Any]:
         "document": result.name,
         "record": result.record,
         "problems": result.problems,
+        "constrained": result.constrained,
         "fields": {name: {"value": fv.value, **provenance(fv)} for name, fv in result.fields.items()},
     }
