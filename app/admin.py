@@ -17,10 +17,10 @@ from app.admin_input import checked_settings
 from app.auth import LoginThrottle, verify_password
 from app.database import Database, now
 from app.endpoint import Endpoint
-from app.engine import catalog
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
+from app.engine.llama import catalog
 from app.engine.service import EngineService
 from app.errors import NotFound, QuartetError
 from app.jobs import Job, Jobs

@@ -33,8 +33,8 @@ class Decoder:
     def __init__(self, threads: int) -> None:
         import llama_cpp
 
-        from app.engine.llamacpp import _widen_context
-        from app.engine.slots import Batch
+        from app.engine.llama.engine import _widen_context
+        from app.engine.llama.slots import Batch
 
         self.llama_cpp = llama_cpp
         self.llm = llama_cpp.Llama(

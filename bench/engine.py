@@ -61,8 +61,8 @@ def worker(spec: dict[str, Any]) -> int:
 def engine_for(spec: dict[str, Any]) -> Any:
     """The Engine (not loaded yet) a worker's `spec` describes: `model`, `cards` (none: every layer on the
     host, a placement the bench accepts) and those of n_ctx, n_batch, n_ubatch, threads, tensor_split it holds."""
-    from app.engine import llamacpp as engine_mod
     from app.engine.engine_config import EngineConfig
+    from app.engine.llama import engine as engine_mod
 
     if not spec["cards"]:
         engine_mod.placement.place = lambda log, *, devices, n_layers: ((), tuple(range(n_layers)))  # type: ignore

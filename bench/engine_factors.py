@@ -64,7 +64,7 @@ def factor_worker(spec: dict[str, Any]) -> int:
 
         llama_cpp.llama_cpp.llama_model_default_params = no_repack
     if spec.get("backend_greedy"):  # greedy sampling inside the graph, on the device holding the output layer
-        from app.engine.llamacpp import Engine
+        from app.engine.llama.engine import Engine
 
         load = Engine.load
 

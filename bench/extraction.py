@@ -159,8 +159,8 @@ def worker(spec: dict[str, Any]) -> int:
     sys.path.insert(0, str(ROOT))
     from dataclasses import replace
 
-    from app.engine import batcher
     from app.engine.lifecycle import die_with_parent
+    from app.engine.llama import batcher
 
     die_with_parent()
     engine = bench.engine_for(spec)

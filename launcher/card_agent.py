@@ -23,7 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from app.engine import ggml, lifecycle
+from app.engine import lifecycle
+from app.engine.llama import ggml
 from app.telemetry import sysfs
 from launcher import tensor_cache
 from launcher.agent_settings import AgentSettings, from_command_line

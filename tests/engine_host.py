@@ -36,7 +36,7 @@ class EngineHost:
 
     def engine(self, *, n_ctx: int, template: tuple[Path, str] | None = None) -> Any:
         """llama.cpp's adapter alone (no scheduler), loaded."""
-        from app.engine.llamacpp import Engine
+        from app.engine.llama.engine import Engine
 
         key = ("engine", n_ctx, template)
         if key != self._key:

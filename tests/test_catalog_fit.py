@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine import catalog, placement
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError
+from app.engine.llama import catalog, placement
 from app.settings import DEMO_MODEL
 
 MIB = 2**20

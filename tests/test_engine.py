@@ -117,7 +117,7 @@ def test_follow_up_reuses_the_cached_prefix(engine: object) -> None:
 
 
 def test_tensor_split_mode_is_refused_before_llama_aborts(engine_cards: CardProcesses) -> None:
-    from app.engine.llamacpp import Engine
+    from app.engine.llama.engine import Engine
 
     config = EngineConfig(
         model_path=DEMO_MODEL, model_name="demo", cards=tuple(engine_cards.endpoints), split_mode="tensor"
@@ -129,7 +129,7 @@ def test_tensor_split_mode_is_refused_before_llama_aborts(engine_cards: CardProc
 def test_missing_model_file_is_named(engine_cards: CardProcesses, tmp_path: object) -> None:
     from pathlib import Path
 
-    from app.engine.llamacpp import Engine
+    from app.engine.llama.engine import Engine
 
     missing = Path(str(tmp_path)) / "absent.gguf"
     engine = Engine(EngineConfig(model_path=missing, model_name="x", cards=tuple(engine_cards.endpoints)))
@@ -172,7 +172,7 @@ def test_llama_logs_after_load_reach_a_live_callback(engine: object) -> None:
 
     import llama_cpp
 
-    from app.engine import llamacpp as engine_module
+    from app.engine.llama import engine as engine_module
 
     gc.collect()
     before = len(engine_module._CAPTURE.lines)

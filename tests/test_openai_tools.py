@@ -14,7 +14,7 @@ import pytest
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
-from app.engine.chat_prompt import renders_tools, with_system
+from app.engine.llama.chat_prompt import renders_tools, with_system
 from tests.harness import API_KEY, Appliance
 
 WEATHER: ChatCompletionFunctionToolParam = {

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine import placement
 from app.engine.events import EngineError
+from app.engine.llama import placement
 
 LOG = (Path(__file__).parent / "data" / "llama_load_rpc.log").read_text()
 CARDS = {f"RPC{i}": f"127.0.0.1:{50052 + i}" for i in range(4)}

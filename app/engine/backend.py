@@ -2,7 +2,7 @@
 
 A backend runs answers (`submit`, `cancel`), counts tokens, and says what it can do (`Capabilities`) in
 the `ModelInfo` its `start` returns. Two are built into the appliance: the four cards (llama.cpp's RPC
-split, app/engine/backends.py) and an OpenAI-compatible upstream (app/engine/upstream/). The scheduler
+split, app/engine/llama/backend.py) and an OpenAI-compatible upstream (app/engine/upstream/). The scheduler
 (service.py) and the supervisor (supervisor.py) know nothing else of them: the composition root hands
 the supervisor a `BackendKind` (how to build one, and what must answer before it can), as ollama's
 scheduler is handed its runner constructor, so the scheduler's own tests run on a scripted backend.

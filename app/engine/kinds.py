@@ -11,6 +11,6 @@ def backend_kind(config: EngineConfig) -> BackendKind:
         from app.engine.upstream.backend import UPSTREAM
 
         return UPSTREAM
-    from app.engine.backends import CARDS
+    from app.engine.llama.backend import CARDS
 
     return CARDS

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.engine import catalog
-from app.engine.gguf_header import HeaderError
+from app.engine.llama import catalog
+from app.engine.llama.gguf_header import HeaderError
 from app.engine.service import EngineService
 from app.telemetry.monitor import read_health
 from app.telemetry.views import LoadRow

@@ -33,7 +33,7 @@ _READ_S = 0.25  # how often the reader looks at the step clock while no message 
 
 class InProcessBackend:
     def __init__(self, config: Any, on_lost: OnLost) -> None:
-        from app.engine.llamacpp import Engine
+        from app.engine.llama.engine import Engine
 
         self._engine = Engine(config)
         self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
@@ -231,7 +231,7 @@ def _worker_main(conn: Connection, config: Any) -> None:
     # short-lived loader thread. The pipe ends instead: when the app dies, recv/send fail and
     # the worker leaves.
     os.environ["GGML_NO_BACKTRACE"] = "1"  # a dead card aborts us: one line, not a gdb session
-    from app.engine.llamacpp import Engine
+    from app.engine.llama.engine import Engine
 
     engine = Engine(config)
     try:

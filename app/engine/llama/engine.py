@@ -20,11 +20,11 @@ import llama_cpp
 from llama_cpp import _internals as llama_internals
 from llama_cpp import llama_chat_format
 
-from app.engine import chat_prompt, ggml, placement
-from app.engine.batcher import Batcher, Emit, Inbox, serve
 from app.engine.cards import check_cards
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
+from app.engine.llama import chat_prompt, ggml, placement
+from app.engine.llama.batcher import Batcher, Emit, Inbox, serve
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine.events import Done, Event, GenerationRequest, Stats, Token, TokenLogprob
-from app.engine.grammar import GrammarFirstChecked
-from app.engine.stops import StopScanner
+from app.engine.llama.grammar import GrammarFirstChecked
+from app.engine.llama.stops import StopScanner
 
 
 class Sampler:

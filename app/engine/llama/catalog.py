@@ -19,7 +19,7 @@ from pydantic import SecretStr
 
 from app.engine.engine_config import KV_TYPE, N_CTX, EngineConfig
 from app.engine.events import EngineError
-from app.engine.gguf_header import Header, HeaderError, read_header
+from app.engine.llama.gguf_header import Header, HeaderError, read_header
 
 _KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # bytes per element, block overhead included
 _FILE_TYPES = {

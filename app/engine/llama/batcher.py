@@ -19,13 +19,13 @@ from typing import Any
 
 import llama_cpp
 
-from app.engine import logprobs
 from app.engine.counts import MIN_ROOM, overflow
 from app.engine.events import EngineError, Event, GenerationRequest
-from app.engine.grammar import grammar_for
-from app.engine.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
+from app.engine.llama import logprobs
+from app.engine.llama.grammar import grammar_for
+from app.engine.llama.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
+from app.engine.llama.slots import Answer, Batch, Sampler, Slot
 from app.engine.meter import CacheUse
-from app.engine.slots import Answer, Batch, Sampler, Slot
 
 MAX_RUNS = 2  # runs of KV cells a sequence may take and still be copied out with f16 V (see _save)
 MAX_RUNS_FLAT = 256  # ... with a quantised cache (flash attention: V not transposed, a copy a run and layer)
