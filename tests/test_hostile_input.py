@@ -5,6 +5,8 @@ be huge on every path that makes one."""
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -81,8 +83,8 @@ class Witness:
 
 
 @pytest.fixture(scope="module")
-def note(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> int:
-    """A one-line document to summarise (its id)."""
+def note(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A one-line document to summarise (its id), removed afterwards (the appliance is shared)."""
     path = tmp_path_factory.mktemp("hostile") / NOTE
     path.write_text("The four cards of the appliance are cooled by one fan.\n", encoding="utf-8")
     c = Client(appliance.url, verbose=False)
@@ -93,7 +95,8 @@ def note(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> int:
         return docs[NOTE]["id"] if NOTE in docs and docs[NOTE]["status"] == "ok" else None
 
     found: int = wait_until(indexed, timeout=120, every=0.5)
-    return found
+    yield found
+    assert c.predict(found, api_name="/delete_document")
 
 
 @pytest.fixture()
@@ -186,3 +189,71 @@ def test_a_huge_length_bound_is_refused_at_once_on_every_path(appliance: Applian
     assert time.monotonic() - started < 1.0 and refused.value
     assert worker_pid(appliance) == before
     assert httpx.get(appliance.url + "/health", timeout=5).json()["engine"] == "ready"
+
+
+# -- the door of /v1: the key and the body's size before the body is read ------------------------------------
+
+HUNDRED_MB = 100 * 2**20
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def raw_post(
+    appliance: Appliance, headers: dict[str, str], body: bytes, *, timeout: float = 5
+) -> tuple[bytes, dict[str, Any]]:
+    """POST to /v1/chat/completions by hand, `body` being all or only the start of what the headers announce:
+    the response's status line and its JSON (a socket timeout if the server waits for the rest first)."""
+    head = "".join(f"{name}: {value}\r\n" for name, value in {"Host": "127.0.0.1", **headers}.items())
+    with socket.create_connection(("127.0.0.1", appliance.port), timeout=timeout) as sock:
+        sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\n{head}\r\n".encode() + body)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            received += sock.recv(65536)
+        top, rest = received.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"(?i)content-length: *(\d+)", top).group(1))  # type: ignore[union-attr]
+        while len(rest) < length:
+            rest += sock.recv(65536)
+    return top.split(b"\r\n", 1)[0], json.loads(rest)
+
+
+def test_an_unauthenticated_body_is_refused_before_it_is_read(appliance: Appliance) -> None:
+    announced = {"Content-Type": "application/json", "Content-Length": str(HUNDRED_MB)}
+    status, answer = raw_post(appliance, announced, b"x" * 2**20)  # 1 MB of the 100 sent: the answer comes now
+    assert status.split()[1] == b"401" and answer["error"]["code"] == "invalid_api_key", (status, answer)
+    assert appliance.proc is not None
+    before, peak, done = rss_bytes(appliance.proc.pid), 0, threading.Event()
+
+    def send_all() -> None:
+        assert raw_post(appliance, announced, b"x" * HUNDRED_MB, timeout=30)[0].startswith(b"HTTP/1.1 401")
+        done.set()
+
+    threading.Thread(target=send_all, daemon=True).start()
+    while not done.is_set():
+        peak = max(peak, rss_bytes(appliance.proc.pid))
+        done.wait(0.02)
+    assert peak - before < 30 * 2**20, f"the app grew by {(peak - before) / 2**20:.0f} MB for an unauthenticated POST"
+    malformed = httpx.post(appliance.url + "/v1/chat/completions", content=b"{not json", timeout=10)
+    assert malformed.status_code == 401 and malformed.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_body_over_the_limit_gets_413_in_openais_shape(appliance: Appliance) -> None:
+    over = 17 * 2**20  # web.max_body_mb is 16
+    announced = {**HEADERS, "Content-Length": str(over)}
+    status, answer = raw_post(appliance, announced, b"x" * 2**20)
+    assert status.split()[1] == b"413", (status, answer)
+    error = answer["error"]
+    assert error["code"] == "request_too_large" and "16 MiB" in error["message"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: sent chunked
+        for _ in range(over // 2**20):
+            yield b"x" * 2**20
+
+    chunked = httpx.post(appliance.url + "/v1/chat/completions", content=chunks(), headers=HEADERS, timeout=30)
+    assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "request_too_large"
+    fine = post(appliance, "/v1/completions", {"model": "m", "prompt": "Hi", "max_tokens": 2})
+    assert fine.status_code == 200, fine.text
