@@ -47,8 +47,8 @@ CONTENT_SECURITY_POLICY = "; ".join(
 
 def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
-    web = ctx.settings.web
-    api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=web.max_body_mb * 2**20)
+    limit = ctx.settings.web.max_body_mb * 2**20
+    api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=limit)
     api.add_middleware(SecurityHeaders)  # outside the gate: its refusals get the headers too
 
     _mount_openai(api, ctx)
