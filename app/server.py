@@ -13,6 +13,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import errors
+from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
 from app.auth import login_check
 from app.context import AppContext
@@ -46,7 +47,9 @@ CONTENT_SECURITY_POLICY = "; ".join(
 
 def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
-    api.add_middleware(SecurityHeaders)
+    limit = ctx.settings.web.max_body_mb * 2**20
+    api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=limit)
+    api.add_middleware(SecurityHeaders)  # outside the gate: its refusals get the headers too
 
     _mount_openai(api, ctx)
     settings = ctx.settings

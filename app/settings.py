@@ -61,6 +61,9 @@ class WebSettings(_Section):
     )
     health_public: bool = Field(True, description="/health answers without an API key.")
     metrics_public: bool = Field(False, description="/metrics answers without an API key (when keys are set).")
+    max_body_mb: int = Field(
+        16, ge=1, description="Largest /v1 request body in MiB; a larger one gets a 413 before it is read."
+    )
     embed_max_inputs: int = Field(256, ge=1, description="Most texts one /v1/embeddings request may send.")
     embed_max_chars: int = Field(
         200_000, ge=1, description="Most characters (so at most as many tokens) one /v1/embeddings request may send."

@@ -29,6 +29,7 @@ from app.jobs import JobBusy
 from app.knowledge.loaders.types import ERROR_KINDS, LoadError
 from app.knowledge.uploads import UploadError
 from app.ui.errors import TITLES, explained
+from tests.gradio_queue import call, named_step, page_config
 from tests.harness import free_port
 
 APP = Path(__file__).resolve().parent.parent / "app"
@@ -90,8 +91,12 @@ def gradio_app() -> Iterator[str]:
     def who(request: gr.Request = None) -> str:  # type: ignore[assignment]
         return request.client.host if request and request.client else "nobody"
 
+    @explained
+    def echo(text: str, words: list[str]) -> str:
+        return ascii([text, words])
+
     with gr.Blocks() as demo:
-        for fn in (missing, broken, streamed, who):
+        for fn in (missing, broken, streamed, who, echo):
             gr.api(fn, api_name=fn.__name__)
     # show_error off: without the wrapper neither message would reach the caller
     demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, show_error=False)
@@ -182,3 +187,10 @@ def test_the_v1_handler_answers_a_body_that_does_not_validate_in_openais_shape(v
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == "n" and error["message"].startswith("n: ")
+
+
+def test_the_gradio_wrapper_hands_the_handler_valid_text(gradio_app: str) -> None:
+    step = named_step(page_config(gradio_app), "echo")
+    done = call(gradio_app, step, ["hello \udc80 world", ["\ud800", "fine"]])  # sent as \\u escapes
+    assert done["success"], done
+    assert done["output"]["data"][0] == ascii(["hello \ufffd world", ["\ufffd", "fine"]])

@@ -8,7 +8,6 @@ before any token still gets a real status.
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import re
 import struct
@@ -25,6 +24,7 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from app.api import errors
 from app.api.answers import ChatShape, CompletionShape, Shape
 from app.api.errors import ApiError
+from app.api.gate import key_allowed, key_refused
 from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.context import AppContext
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token, TokenLogprob
@@ -43,17 +43,10 @@ def failure(event: Failed) -> QuartetError:
 
 
 def require_key(request: Request, keys: list[str]) -> None:
-    """401 in OpenAI's shape unless the request carries one of `keys` as its Bearer token (none set: open)."""
-    if not keys:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    token = given.strip().encode()
-    if scheme.lower() != "bearer" or not token or not any(hmac.compare_digest(token, key.encode()) for key in keys):
-        raise ApiError(
-            "invalid API key: send one of the appliance's keys as 'Authorization: Bearer <key>'",
-            kind="denied",
-            code="invalid_api_key",
-        )
+    """401 in OpenAI's shape unless the request carries one of `keys` as its Bearer token (none set: open).
+    Under /v1 the gate (app/api/gate.py) has checked it already, before the body was read."""
+    if not key_allowed(request.headers.get("authorization", ""), keys):
+        raise key_refused()
 
 
 def build_router(ctx: AppContext) -> APIRouter:

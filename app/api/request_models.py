@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api import tools as calling
 from app.api.errors import ApiError
 from app.engine.events import GenerationRequest, Message
+from app.valid_text import valid_values
+
+
+class RequestBody(BaseModel):
+    """A request's body: every string in it (texts, names, schemas, tools) made valid Unicode once, before
+    the fields are read: a lone surrogate becomes U+FFFD (app/valid_text.py)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        return valid_values(data)
 
 
 class ChatMessage(BaseModel):
@@ -51,7 +62,7 @@ class StreamOptions(BaseModel):
 UNSUPPORTED = ("logit_bias", "functions", "function_call", "audio", "prediction")
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(RequestBody):
     model_config = ConfigDict(extra="allow")  # unknown OpenAI options are accepted and ignored
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
@@ -101,6 +112,8 @@ class ChatRequest(BaseModel):
                 "response_format and tools cannot be used together",
                 param="response_format",
             )
+        if tool_plan is not None:
+            calling.affordable(tool_plan.schema, where="tools (their calls' schema together)", param="tools")
         return GenerationRequest(
             messages=_alternating(messages),
             max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens,
@@ -126,6 +139,7 @@ class ChatRequest(BaseModel):
                 "response_format.json_schema.schema must be a JSON schema object",
                 param="response_format",
             )
+        calling.affordable(schema, where="response_format.json_schema.schema", param="response_format")
         return json.dumps(schema)
 
 
@@ -158,7 +172,7 @@ def _alternating(messages: list[Message]) -> tuple[Message, ...]:
     return tuple(joined)
 
 
-class EmbeddingRequest(BaseModel):
+class EmbeddingRequest(RequestBody):
     model_config = ConfigDict(extra="ignore")
     model: str
     input: str | list[str] = Field(min_length=1)
@@ -169,7 +183,7 @@ class EmbeddingRequest(BaseModel):
 UNSUPPORTED_COMPLETION = ("logit_bias", "suffix")
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(RequestBody):
     """A plain text completion (/v1/completions): the prompt is the model's input as written, no chat template."""
 
     model_config = ConfigDict(extra="allow")

@@ -20,6 +20,7 @@ import jsonschema
 from pydantic import BaseModel, Field
 
 from app.api.errors import ApiError
+from app.schema_limits import CostlySchema, check_cost
 
 _PROMPTS = Path(__file__).resolve().parent.parent.parent / "assets" / "prompts"
 _MAX_PARALLEL = 8
@@ -235,5 +236,15 @@ def _check_parameters(tool: Tool, index: int) -> None:
             f"tool {tool.function.name!r}: its parameters are not a valid JSON Schema at {pointer}: {err.message}",
             param=where,
         ) from err
+    affordable(tool.function.parameters, where=where, param=where)
     if tool.function.parameters.get("type", "object") != "object":
         raise ApiError(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", param=where)
+
+
+def affordable(schema: Any, *, where: str, param: str) -> None:
+    """A 400 naming the keyword unless the schema's grammar is within the appliance's limits
+    (app/schema_limits.py)."""
+    try:
+        check_cost(schema, where=where)
+    except CostlySchema as err:
+        raise ApiError(err.message, param=param) from err

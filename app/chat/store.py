@@ -11,6 +11,7 @@ from typing import Any
 import sqlite_utils
 
 from app.database import Database, now
+from app.valid_text import valid_text
 
 _TITLE_CHARS = 60
 
@@ -89,7 +90,7 @@ class ChatStore:
         cid = uuid.uuid4().hex
         stamp = now()
         with self._database.atomic() as db:
-            row = {"id": cid, "title": "New chat", "system_prompt": system_prompt, "owner": owner}
+            row = {"id": cid, "title": "New chat", "system_prompt": valid_text(system_prompt), "owner": owner}
             db.table("conversations").insert({**row, "created_at": stamp, "updated_at": stamp})
         return cid
 
@@ -100,7 +101,7 @@ class ChatStore:
 
     def recent(self, owner: str, *, query: str = "", limit: int = 200) -> list[Conversation]:
         """`owner`'s conversations, newest first; with `query`, those whose title or messages contain it."""
-        where, args = "owner = ?", [owner]
+        where, args, query = "owner = ?", [owner], valid_text(query)
         if query.strip():
             pattern = "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             where += (
@@ -114,7 +115,7 @@ class ChatStore:
 
     def rename(self, cid: str, title: str) -> None:
         with self._database.atomic() as db:
-            db.table("conversations").update(cid, {"title": _title(title)})
+            db.table("conversations").update(cid, {"title": _title(valid_text(title))})
 
     def delete(self, cid: str) -> None:
         with self._database.atomic() as db:
@@ -163,7 +164,7 @@ class ChatStore:
             return list(db.table("messages").rows_where("conversation_id = ? AND id > ?", [cid, last], order_by="id"))
 
     def add(self, cid: str, role: str, content: str, *, status: str = "ok", stats: dict[str, Any] | None = None) -> int:
-        stamp = now()
+        stamp, content = now(), valid_text(content)  # the front doors made it valid; SQLite must never meet a surrogate
         with self._database.atomic() as db:
             conv = db.table("conversations")
             row = {
@@ -184,7 +185,7 @@ class ChatStore:
     def update(self, message_id: int, content: str, *, status: str, stats: dict[str, Any] | None = None) -> None:
         """Rewrite a message's text and status (an answer saved while it streams, then at its end)."""
         with self._database.atomic() as db:
-            changes: dict[str, Any] = {"content": content, "status": status}
+            changes: dict[str, Any] = {"content": valid_text(content), "status": status}
             if stats is not None:
                 changes["stats"] = json.dumps(stats)
             db.table("messages").update(message_id, changes)
@@ -198,7 +199,7 @@ class ChatStore:
 
     def set_system_prompt(self, cid: str, text: str) -> None:
         with self._database.atomic() as db:
-            db.table("conversations").update(cid, {"system_prompt": text})
+            db.table("conversations").update(cid, {"system_prompt": valid_text(text)})
 
 
 def _conversation(row: dict[str, Any]) -> Conversation:

@@ -5,7 +5,8 @@ a list of scalars, or a table: an array of objects whose columns are scalars (on
 The keywords people write for them are supported (`minItems`, `maxItems`, `minimum`, `maximum`,
 `exclusiveMinimum/Maximum`, `minLength`, `maxLength`, `pattern`, `enum`, `const`, `format` date,
 date-time, email or uri, `default`, `description`, `title`, `examples`, and nullable types such as
-`["number", "null"]`); anything else is refused with a JSON pointer to it, before any model call.
+`["number", "null"]`); anything else is refused with a JSON pointer to it, before any model call, and so
+is a bound past what a grammar may cost (app/schema_limits.py, as for every schema).
 Templates live as files in `assets/schemas/`; `fields.py` makes a schema from a field table.
 """
 
@@ -26,6 +27,7 @@ from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from app.errors import Refused
+from app.schema_limits import CostlySchema, check_cost
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,10 @@ def check_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except jsonschema.SchemaError as e:
         raise SchemaProblem(_schema_error_message(e), pointer(*e.path)) from None
+    try:
+        check_cost(schema)  # the grammar's bounds, as for every schema (app/schema_limits.py)
+    except CostlySchema as e:
+        raise SchemaProblem(e.what, e.pointer) from None
     _check_object(schema, "", top=True)
     checked = copy.deepcopy(schema)
     checked["additionalProperties"] = False

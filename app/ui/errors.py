@@ -5,6 +5,8 @@ Handlers do not catch errors to reword them: they let a `QuartetError` (app/erro
 one for a refusal of their own (`Refused("Choose a document first.")`), and are wrapped in `explained`.
 A `QuartetError` is shown with its message as it is, titled by its kind; anything else is a fault of
 ours: the page says what failed and that the log has the details, the traceback goes to the log only.
+`explained` is also where what a person (or a gradio_client caller) sends is made valid Unicode, once:
+every string in the handler's arguments, a lone surrogate replaced (app/valid_text.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypeVar, cast
 import gradio as gr
 
 from app.errors import Kind, QuartetError
+from app.valid_text import valid_values
 
 log = logging.getLogger(__name__)
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -56,13 +59,14 @@ def for_person(err: Exception) -> gr.Error:
 
 def explained(handler: Handler) -> Handler:
     """`handler` (a function or a generator function, as Gradio calls it) with its failures shown to the
-    person by `for_person`. Gradio reads the wrapper's signature and docstring as the handler's own."""
+    person by `for_person`, called with its arguments' text made valid. Gradio reads the wrapper's
+    signature and docstring as the handler's own."""
     if inspect.isgeneratorfunction(handler):
 
         @functools.wraps(handler)
         def streamed(*args: Any, **kwargs: Any) -> Iterator[Any]:
             try:
-                yield from handler(*args, **kwargs)
+                yield from handler(*valid_values(args), **valid_values(kwargs))
             except gr.Error:
                 raise
             except Exception as err:
@@ -73,7 +77,7 @@ def explained(handler: Handler) -> Handler:
     @functools.wraps(handler)
     def called(*args: Any, **kwargs: Any) -> Any:
         try:
-            return handler(*args, **kwargs)
+            return handler(*valid_values(args), **valid_values(kwargs))
         except gr.Error:
             raise
         except Exception as err:

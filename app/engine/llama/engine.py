@@ -25,6 +25,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
 from app.engine.llama import chat_prompt, ggml, placement
 from app.engine.llama.batcher import Batcher, Emit, Inbox, serve
+from app.valid_text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -196,13 +197,13 @@ class Engine:
         piece of text as it reads inside one."""
         if isinstance(item, str):
             assert self._llm is not None
-            return len(self._llm.tokenize(item.encode("utf-8"), add_bos=False, special=False))
+            return len(self._llm.tokenize(_utf8(item), add_bos=False, special=False))
         return len(self._prompt_tokens(item)[0])
 
     def _prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], list[str]]:
         assert self._llm is not None and self._formatter is not None
         if request.prompt is not None:  # a plain completion: the text as the client wrote it (special tokens too)
-            return self._llm.tokenize(request.prompt.encode("utf-8"), add_bos=True, special=True), list(request.stop)
+            return self._llm.tokenize(_utf8(request.prompt), add_bos=True, special=True), list(request.stop)
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         shown: dict[str, Any] = {}
         if request.tools is not None and self._template_tools:
@@ -213,7 +214,7 @@ class Engine:
             formatted = self._formatter(messages=messages, **shown)  # type: ignore[arg-type]
         except Exception as err:  # jinja raises its own errors for unsupported message orders
             raise EngineError(f"the model's chat template refused this conversation: {err}", kind="request") from err
-        tokens = self._llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=False, special=True)
+        tokens = self._llm.tokenize(_utf8(formatted.prompt), add_bos=False, special=True)
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
         return tokens, stops + list(request.stop)
 
@@ -252,6 +253,12 @@ class Engine:
             if batcher.busy():
                 batcher.step()  # ends the abandoned answer
             self.last_refused = batcher.last_refused
+
+
+def _utf8(text: str) -> bytes:
+    """The text to tokenise, as UTF-8: the front doors make text valid (app/valid_text.py); this last
+    guard keeps a lone surrogate that got past them from ending the worker (UnicodeEncodeError)."""
+    return valid_text(text).encode("utf-8")
 
 
 def _widen_context(llm: llama_cpp.Llama, *, parallel: int, n_ctx: int) -> None:

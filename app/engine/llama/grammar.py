@@ -13,6 +13,8 @@ import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine.events import EngineError
+from app.schema_limits import check_cost
+from app.valid_text import valid_text
 
 
 def grammar_for(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
@@ -22,7 +24,8 @@ def grammar_for(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
         return None
     try:
         jsonschema.validators.validator_for(schema := json.loads(json_schema)).check_schema(schema)
-        grammar = LlamaGrammar.from_json_schema(json_schema, verbose=False)
+        check_cost(schema)  # the front doors check it first (naming the request's field); this is the last line
+        grammar = LlamaGrammar.from_json_schema(valid_text(json_schema), verbose=False)  # its text goes to C
     except (ValueError, jsonschema.SchemaError) as err:
         raise EngineError(_unusable(_first_line(err)), kind="request") from err
     except Exception as err:  # the GBNF converter raises bare exceptions for unsupported parts
