@@ -2,8 +2,11 @@
 
     python -m launcher          # what `make run` runs
 
-A child that dies on its own is restarted; on Ctrl-C or SIGTERM each child gets SIGTERM (and they
-die with the launcher even if it is killed), so nothing is left behind.
+Before anything starts, every port it needs must be free (launcher/ports.py): one a process listens on
+stops the launcher at once, naming it; one a closed connection holds (TIME_WAIT) is waited for. A child
+that crashes is restarted; the app refusing its configuration (exit 2) stops everything with its message.
+On Ctrl-C or SIGTERM each child gets SIGTERM (and they die with the launcher even if it is killed), so
+nothing is left behind.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from pathlib import Path
 
 from app.endpoint import Endpoint
 from app.settings import Settings, SettingsInvalid, load
+from launcher.ports import PortTaken, wait_free
 
 _HEALTH_WAIT_S = 60.0
 _WATCH_S = 0.5
+REFUSED = 2  # the app's exit code for a configuration it will not run (app/__main__.py): not restarted
 
 
 class CardProcesses:
@@ -101,10 +106,12 @@ class Supervisor:
     dies on its own (a non-zero exit) until it is told to stop."""
 
     def __init__(self, settings: Settings, *, log_dir: Path) -> None:
+        self.settings = settings
         self.cards = CardProcesses(settings, log_dir=log_dir)
         self.app: subprocess.Popen[bytes] | None = None
         self.stopping = threading.Event()
         self.restarts: dict[str, int] = {}
+        self.code = 0  # what the launcher exits with
 
     def stop(self, *_: object) -> None:
         self.stopping.set()
@@ -112,13 +119,30 @@ class Supervisor:
     def start_app(self) -> None:
         self.app = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"])
 
+    def ports(self) -> dict[tuple[str, int], str]:
+        """Every port the local profile will listen on, and what for."""
+        settings, wanted = self.settings, {}
+        for index, text in enumerate(self.cards.endpoints):
+            card = Endpoint.parse(text)
+            wanted[(card.host, card.port)] = f"card agent {index}'s RPC port"
+            wanted[(card.host, card.health_port(settings.engine.health_offset))] = f"card agent {index}'s health port"
+        wanted[(settings.web.host, settings.web.port)] = "the web app"
+        return wanted
+
     def run(self) -> int:
+        try:
+            wait_free(self.ports(), say=lambda line: print(line, file=sys.stderr, flush=True))
+        except PortTaken as err:
+            print(f"launcher: {err}", file=sys.stderr, flush=True)
+            return 1
+        cards = self.cards.endpoints
+        print(f"starting {len(cards)} card agents: {', '.join(cards)} (logs in {self.cards.log_dir})", flush=True)
         try:
             self.cards.start_all()
             self.start_app()
             while not self.stopping.wait(_WATCH_S):
                 self.watch()
-            return 0
+            return self.code
         finally:
             if self.app is not None and self.app.poll() is None:
                 self.app.terminate()
@@ -133,7 +157,11 @@ class Supervisor:
             if proc.poll() not in (None, 0) and not self.stopping.is_set():
                 self._restarted(f"card agent {index}", proc.returncode)
                 self.cards.start(index)
-        if self.app is not None and self.app.poll() not in (None, 0) and not self.stopping.is_set():
+        if self.app is not None and self.app.poll() == REFUSED:  # it said why; restarting would say it again
+            print("launcher: the app refused its configuration (above); stopping", file=sys.stderr, flush=True)
+            self.code = REFUSED
+            self.stopping.set()
+        elif self.app is not None and self.app.poll() not in (None, 0) and not self.stopping.is_set():
             self._restarted("the app", self.app.returncode)
             self.start_app()
         elif self.app is not None and self.app.poll() == 0:
@@ -152,8 +180,6 @@ def run() -> int:
         return 2
     logs = settings.data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    cards = settings.engine.cards
-    print(f"starting {len(cards)} card agents: {', '.join(cards)} (logs in {logs})", flush=True)
     supervisor = Supervisor(settings, log_dir=logs)
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from app.endpoint import Endpoint
+from app.settings import Settings
+from launcher import ports
 from tests.harness import PORT_OFFSET, free_port, get_json, wait_until
 
 
@@ -112,3 +116,76 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
     finally:
         if launcher.poll() is None:
             launcher.kill()
+
+
+def _launcher(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "launcher"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_a_second_launcher_on_taken_ports_exits_at_once_naming_what_holds_them(tmp_path: Path) -> None:
+    first = 30282 + PORT_OFFSET
+    cards = [f"127.0.0.1:{p}" for p in range(first, first + 4)]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", first + 1))  # card 1's RPC port: someone listens there
+        held.listen()
+        launcher = _launcher({"QUARTET_ENGINE__CARDS": json.dumps(cards), "QUARTET_DATA_DIR": str(tmp_path / "var")})
+        out, _ = launcher.communicate(timeout=60)
+    assert launcher.returncode == 1, out
+    assert f"port {first + 1} (card agent 1's RPC port) is taken by process {os.getpid()}" in out, out
+    assert "starting" not in out  # nothing was started: no card agent restarted, no log overwritten
+
+
+def test_the_launcher_stops_everything_when_the_app_refuses_its_configuration(tmp_path: Path) -> None:
+    first = 30292 + PORT_OFFSET
+    cards = [f"127.0.0.1:{p}" for p in range(first, first + 4)]
+    env = {
+        "QUARTET_ENGINE__CARDS": json.dumps(cards),
+        "QUARTET_DATA_DIR": str(tmp_path / "var"),
+        "QUARTET_LOCAL_CARDS__CACHE_DIR": str(tmp_path / "cache"),
+        "QUARTET_WEB__HOST": "0.0.0.0",  # the LAN without users or keys: the app refuses (exit 2)
+        "QUARTET_WEB__PORT": str(free_port()),
+        "QUARTET_WEB__USERS": "{}",
+        "QUARTET_WEB__API_KEYS": "[]",
+    }
+    launcher = _launcher(env)
+    out, _ = launcher.communicate(timeout=120)
+    assert launcher.returncode == 2, out
+    assert "reachable from the LAN" in out and "refused its configuration" in out, out
+    assert "restarting" not in out
+    for port in range(first, first + 4):  # the card agents were stopped with it
+        assert ports.bindable("127.0.0.1", port), f"a card agent still holds {port}"
+
+
+def test_a_port_in_time_wait_is_waited_for_and_named() -> None:
+    port = 30302 + PORT_OFFSET
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the side that closes first keeps TIME_WAIT on the listening port
+    listener.close()
+    time.sleep(0.1)
+    client.close()
+    said: list[str] = []
+    if ports.bindable("127.0.0.1", port):
+        pytest.skip("this kernel let the port go at once (no TIME_WAIT left to wait for)")
+    with pytest.raises(ports.PortTaken, match=f"port {port} .* did not come free within 1 s"):
+        ports.wait_free({("127.0.0.1", port): "a test port"}, say=said.append, wait_s=1)
+    assert said == [
+        f"launcher: waiting for port {port} (a test port): a connection that just closed holds it (TIME_WAIT)"
+    ]
+
+
+def test_the_local_profile_keeps_its_ports_below_the_ephemeral_range() -> None:
+    """Linux hands out 32768–60999 as clients' source ports: a local card there can find its port taken."""
+    settings = Settings()
+    for card in settings.engine.cards:
+        endpoint = Endpoint.parse(card)
+        assert endpoint.port < 32768 and endpoint.health_port(settings.engine.health_offset) < 32768

@@ -18,7 +18,8 @@ from app.endpoint import HEALTH_OFFSET, EndpointText
 
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quartet"
 DEMO_MODEL = CACHE_DIR / "models" / "gemma-3-270m-q4_k_m.gguf"
-LOCAL_CARDS = tuple(f"127.0.0.1:{port}" for port in range(50052, 50056))
+# Below Linux's ephemeral range (32768–60999): an outgoing connection never takes a local card's port
+LOCAL_CARDS = tuple(f"127.0.0.1:{port}" for port in range(25052, 25056))
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"
 # Defaults other modules start from (a request's, a catalog entry's): declared here, used there.
 N_CTX = 4096
