@@ -66,8 +66,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     def health(request: fastapi.Request) -> Health:
         if not settings.web.health_public:
             require_key(request, settings.web.api_keys)
-        status = ctx.engine.status()
-        return Health(engine=status.state, message=status.message)
+        return Health.of(ctx.status())
 
     for sub in ("/kiosk", "/admin"):  # the pages live at /kiosk/ and /admin/: a link without the slash works too
         api.add_api_route(sub, _redirect_to(sub + "/"), include_in_schema=False)

@@ -204,18 +204,24 @@ def test_a_card_that_hangs_mid_answer_cannot_freeze_the_box(appliance: Appliance
         # Stop only once the engine is inside a step on the stopped card: pressed between two steps (card 1 may
         # have finished its share of one), it would end the answer cleanly before the hang touched it.
         _wait_for_stall(job)
-        assert c.predict(api_name="/stop") is True  # Stop returns at once, and ends the answer within the bound
-        with pytest.raises(AppError) as failure:
-            job.result(timeout=STEP_TIMEOUT_S + 30)
-        took = time.monotonic() - hung_at
-        assert f"card {victim} ({endpoint}) stopped responding" in str(failure.value)
-        assert took < STEP_TIMEOUT_S + 8, f"the hung answer ended {took:.1f} s after the card stopped"
+        stopped = time.monotonic()
+        assert c.predict(api_name="/stop") is True  # Stop ends the answer for the person at once, hung card or not
+        _answer, _cid, progress = job.result(timeout=10)
+        assert progress["stats"]["finish_reason"] == "cancelled"
+        assert time.monotonic() - stopped < 2.0, f"the answer ended {time.monotonic() - stopped:.1f} s after Stop"
+        health = wait_until(lambda: (h := get_json(appliance.url + "/health"))["engine"] != "ready" and h, timeout=10)
+        assert endpoint in health["message"]  # /health never says "ready" while a card does not answer
         with urllib.request.urlopen(appliance.url + "/", timeout=5) as page:  # the app serves meanwhile
             assert page.status == 200
-        seen = wait_until(
-            lambda: (s := status(appliance))["cards"][victim]["state"] == "not-responding" and s, timeout=10
+        seen = wait_until(  # the step timeout ends the worker still held in the stopped card's step
+            lambda: (
+                (s := status(appliance))["cards"][victim]["state"] == "not-responding" and s["state"] != "ready" and s
+            ),
+            timeout=STEP_TIMEOUT_S + 10,
         )
-        assert seen["state"] != "ready" and seen["down_card"] == endpoint
+        took = time.monotonic() - hung_at
+        assert took < STEP_TIMEOUT_S + 8, f"the engine noticed the hung card {took:.1f} s after it stopped"
+        assert seen["down_card"] == endpoint
         typed = ApplianceStatus.model_validate(seen)  # what the pages render, read back from /status
         assert f"card {victim} not responding" in display.header_html(typed)
         assert "not responding" in panels.card_strip(typed, compact=True)  # the kiosk's strip and the Cards tab

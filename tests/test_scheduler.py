@@ -224,6 +224,26 @@ def test_answers_whose_backend_ignores_the_stop_end_once_after_the_drain(
     assert c.finished() == ("stop", 1)
 
 
+def test_stop_ends_the_answer_for_its_caller_while_a_hung_card_holds_its_step(
+    line: Callable[..., Line], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduler, "STOP_GRACE_S", 0.05)
+    q = line(parallel=1)
+    a = q.ask("long")
+    backend = q.stage.wait_jobs(a.id)
+    backend.step()
+    backend.hung = True  # a card that hangs: no step ends, the cancel is never honoured
+    a.ticket.cancel()
+    assert a.finished() == ("cancelled", 1)  # the caller hears the end at once, with what it heard...
+    assert q.service.status().queue.running == 1  # ...while the slot stays taken: the backend still holds it
+    b = q.ask("b1")
+    assert b.next() == Queued(1)
+    backend.die("card 0 (127.0.0.1:1) stopped responding", card="127.0.0.1:1")  # the step timeout ends the worker
+    assert b.until(Reading)  # a's slot is free again; a hears nothing more (Line.close checks)
+    q.stage.wait_jobs(b.id).step()
+    assert b.finished() == ("stop", 1)
+
+
 def test_a_model_that_does_not_load_gives_the_old_one_back(line: Callable[..., Line]) -> None:
     q = line(Stage(dict(SCRIPTS), broken={"Model B"}))
     with pytest.raises(EngineError, match=r"^Model B could not be loaded .*; Model A is loaded again$"):

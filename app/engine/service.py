@@ -30,6 +30,7 @@ from app.engine.ticket import Ticket
 
 log = logging.getLogger(__name__)
 COUNT_WAIT_S = 60.0  # how long a token count waits for a model that is (re)loading
+STOP_GRACE_S = 0.5  # after Stop, how long the backend has to end an answer before its caller hears the end anyway
 _DRAIN_S = 30.0  # how long a switch waits for stopped answers to end before it ends them itself
 
 
@@ -126,6 +127,7 @@ class EngineService:
         backend = self.supervisor.current() if running else None
         if backend is not None:
             backend.cancel(ticket.id)
+            ticket.end_after(STOP_GRACE_S)  # a hung card holds its step: its caller hears the end anyway
 
     def hold_when(self, reason: Callable[[], str | None]) -> None:
         """New answers wait while `reason()` says why (e.g. a card is too hot); running ones finish."""
@@ -241,7 +243,7 @@ class EngineService:
                 self._waiting.appendleft(ticket)
             self._cond.notify_all()
         for ticket in tickets:
-            if ticket not in again:
+            if ticket not in again and not ticket.ended:
                 ticket.put(err.failed())
                 self.counters.add("errors")
 

@@ -70,5 +70,17 @@ class Health(BaseModel):
     """`GET /health`."""
 
     ok: bool = True
-    engine: str  # the engine's state: ready, loading, recovering, failed…
+    engine: str  # the engine's state: ready, loading, recovering, failed…; "degraded": ready, a card not answering
     message: str
+
+    @classmethod
+    def of(cls, status: ApplianceStatus) -> Health:
+        """Never "ready" while a card the model runs on is down or not responding (the engine may not have
+        noticed yet: a card that hangs holds a step until the step timeout)."""
+        on_cards = status.state == "ready" and status.model is not None and status.model.backend == "cards"
+        stuck = [card for card in status.cards if card.state in ("down", "not-responding")] if on_cards else []
+        if stuck:
+            card = stuck[0]
+            state = card.state.replace("-", " ")
+            return cls(engine="degraded", message=f"card {card.index} ({card.endpoint}) is {state}: {card.reason}")
+        return cls(engine=status.state, message=status.message)
