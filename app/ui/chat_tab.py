@@ -16,21 +16,15 @@ from app.errors import NotFound, Refused
 from app.ui import display
 from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
 from app.ui.errors import explained
+from app.ui.rendering import LATEX
 from app.ui.screens import Screens
 from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
-# Inline and display maths as people (and models) write it.
-LATEX: list[dict[str, str | bool]] = [
-    {"left": "$$", "right": "$$", "display": True},
-    {"left": "\\[", "right": "\\]", "display": True},
-    {"left": "\\(", "right": "\\)", "display": False},
-    {"left": "$", "right": "$", "display": False},
-]
 
-
-def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str) -> OnLoad:
-    browser = gr.BrowserState(None, storage_key=identity_key)  # a random id: whose conversations these are
-    conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation")
+def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str, secret: str) -> OnLoad:
+    # a random id: whose conversations these are; sealed with a key that outlives a restart (browser_secret.py)
+    browser = gr.BrowserState(None, storage_key=identity_key, secret=secret)
+    conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation", secret=secret)
     drawer_open = gr.State(False)
     with gr.Row(equal_height=False, elem_id="chat-layout"):
         with gr.Column(scale=1, min_width=240, elem_id="chat-list") as listing:
