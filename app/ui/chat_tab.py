@@ -162,17 +162,22 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             *version_view(owner, found),
         )
 
+    def on_edit_start(edited: gr.EditData) -> tuple[Any, ...]:
+        """Stop for Send; what was edited, kept for the next step (a `.then()` step gets no event data)."""
+        index = edited.index if isinstance(edited.index, int) else edited.index[0]
+        return *busy(True), (index, str(edited.value))
+
     @explained
     def on_edit(
-        cid: str | None, browser_id: str | None, edited: gr.EditData, request: gr.Request
+        cid: str | None, browser_id: str | None, edited: tuple[int, str] | None, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
         owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
-        index = edited.index if isinstance(edited.index, int) else edited.index[0]
+        index, text = edited or (-1, "")
         message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
         if found is None or message is None or message.role != "user":
             raise Refused("Only your own messages can be edited.")
-        updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
+        updates = chat.edit(found.id, message.id, text, owner=owner, session=session_of(request))
         yield from stream(updates, found.id, owner, session_of(request))
 
     @explained
@@ -244,8 +249,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
     redone.then(settled, settling, after, **quiet)
-    edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
-    edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
+    editing = gr.State(None)
+    edits = bubbles.edit(on_edit_start, None, [send, stop, editing], **quiet)
+    edited = edits.then(on_edit, [conversation, browser, editing], outputs, **engine_bound)
     edited.then(settled, settling, after, **quiet)
 
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
