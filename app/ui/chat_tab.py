@@ -114,7 +114,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 for update in display.throttle(updates, updates_per_s):
                     if update.done:
                         history = chat.history(cid, owner=owner)
-                    yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update(), gr.update()
+                    yield display.bubbles(history, update), display.waiting_line(update), cid, *[gr.update()] * 3
             finally:
                 getattr(updates, "close", lambda: None)()
 
@@ -122,7 +122,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     @explained
     def on_send(
-        text: str, cid: str | None, prompt: str, browser_id: str | None, request: gr.Request
+        text: str, cid: str | None, prompt: str, browser_id: str | None, query: str, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise Refused("Type a message first.")
@@ -133,12 +133,13 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         cid = chat.open(before, owner=owner, system_prompt=prompt)
         updates = chat.send(cid, text, owner=owner, session=page)
         if not screens.claim(page, before, cid):  # another conversation was picked meanwhile
-            yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip()
+            yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip(), gr.skip()
             getattr(updates, "close", lambda: None)()
             return
         named = _owned(chat, cid, owner) if before != cid else None  # a new chat is named by its first question
         title_now = gr.update(placeholder=named.title) if named else gr.skip()
-        first = display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now
+        listed_now = listed(owner, cid, query) if named else gr.skip()  # in the list at once, not after its answer
+        first = display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now, listed_now
         yield from stream(updates, cid, owner, page, first)
 
     @explained
@@ -240,11 +241,11 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
-    outputs = [bubbles, line, conversation, box, title]
+    outputs = [bubbles, line, conversation, box, title, picker]
     after = [send, stop, picker, regenerate, versions, which]
     settling = [conversation, browser, search]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
-    sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
+    sent = started.then(on_send, [box, conversation, system, browser, search], outputs, **engine_bound)
     sent.then(settled, settling, after, **quiet)
     again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
