@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.admin import AdminService
+from app.browser_secret import browser_secret
 from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.context import AppContext
@@ -87,6 +88,7 @@ def build_context(settings: Settings) -> AppContext:
         extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens),
         summariser=Summariser(knowledge, engine, PROMPTS),
+        browser_secret=browser_secret(settings.data_dir),
         embed=_embed_with(embedder),
     )
 

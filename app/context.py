@@ -34,6 +34,7 @@ class AppContext:
     answerer: Answerer
     summariser: Summariser
     extraction: ExtractionService
+    browser_secret: str  # seals each browser's stored id, the same across restarts (app/browser_secret.py)
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
 

@@ -124,7 +124,9 @@ class LocalCardsSettings(_Section):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, env_nested_delimiter="__", extra="forbid")
 
-    data_dir: Path = Field(Path("var"), description="Folder for the SQLite database and logs.")
+    data_dir: Path = Field(
+        Path("var"), description="Folder for the SQLite database, logs and `browser-secret` (back them up together)."
+    )
     web: WebSettings = Field(default_factory=WebSettings, description="The web app: address, logins, keys, pages.")
     engine: EngineConfig = Field(
         default_factory=EngineConfig, description="The model, the cards and llama.cpp's knobs; the answer queue."

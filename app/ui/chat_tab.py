@@ -16,21 +16,15 @@ from app.errors import NotFound, Refused
 from app.ui import display
 from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
 from app.ui.errors import explained
+from app.ui.rendering import LATEX
 from app.ui.screens import Screens
 from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
-# Inline and display maths as people (and models) write it.
-LATEX: list[dict[str, str | bool]] = [
-    {"left": "$$", "right": "$$", "display": True},
-    {"left": "\\[", "right": "\\]", "display": True},
-    {"left": "\\(", "right": "\\)", "display": False},
-    {"left": "$", "right": "$", "display": False},
-]
 
-
-def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str) -> OnLoad:
-    browser = gr.BrowserState(None, storage_key=identity_key)  # a random id: whose conversations these are
-    conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation")
+def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str, secret: str) -> OnLoad:
+    # a random id: whose conversations these are; sealed with a key that outlives a restart (browser_secret.py)
+    browser = gr.BrowserState(None, storage_key=identity_key, secret=secret)
+    conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation", secret=secret)
     drawer_open = gr.State(False)
     with gr.Row(equal_height=False, elem_id="chat-layout"):
         with gr.Column(scale=1, min_width=240, elem_id="chat-list") as listing:
@@ -120,7 +114,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 for update in display.throttle(updates, updates_per_s):
                     if update.done:
                         history = chat.history(cid, owner=owner)
-                    yield display.bubbles(history, update), display.waiting_line(update), cid, gr.update(), gr.update()
+                    yield display.bubbles(history, update), display.waiting_line(update), cid, *[gr.update()] * 3
             finally:
                 getattr(updates, "close", lambda: None)()
 
@@ -128,7 +122,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     @explained
     def on_send(
-        text: str, cid: str | None, prompt: str, browser_id: str | None, request: gr.Request
+        text: str, cid: str | None, prompt: str, browser_id: str | None, query: str, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
         if not text.strip():
             raise Refused("Type a message first.")
@@ -139,12 +133,13 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         cid = chat.open(before, owner=owner, system_prompt=prompt)
         updates = chat.send(cid, text, owner=owner, session=page)
         if not screens.claim(page, before, cid):  # another conversation was picked meanwhile
-            yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip()
+            yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip(), gr.skip()
             getattr(updates, "close", lambda: None)()
             return
         named = _owned(chat, cid, owner) if before != cid else None  # a new chat is named by its first question
         title_now = gr.update(placeholder=named.title) if named else gr.skip()
-        first = display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now
+        listed_now = listed(owner, cid, query) if named else gr.skip()  # in the list at once, not after its answer
+        first = display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now, listed_now
         yield from stream(updates, cid, owner, page, first)
 
     @explained
@@ -168,17 +163,22 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             *version_view(owner, found),
         )
 
+    def on_edit_start(edited: gr.EditData) -> tuple[Any, ...]:
+        """Stop for Send; what was edited, kept for the next step (a `.then()` step gets no event data)."""
+        index = edited.index if isinstance(edited.index, int) else edited.index[0]
+        return *busy(True), (index, str(edited.value))
+
     @explained
     def on_edit(
-        cid: str | None, browser_id: str | None, edited: gr.EditData, request: gr.Request
+        cid: str | None, browser_id: str | None, edited: tuple[int, str] | None, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
         owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
-        index = edited.index if isinstance(edited.index, int) else edited.index[0]
+        index, text = edited or (-1, "")
         message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
         if found is None or message is None or message.role != "user":
             raise Refused("Only your own messages can be edited.")
-        updates = chat.edit(found.id, message.id, str(edited.value), owner=owner, session=session_of(request))
+        updates = chat.edit(found.id, message.id, text, owner=owner, session=session_of(request))
         yield from stream(updates, found.id, owner, session_of(request))
 
     @explained
@@ -241,17 +241,18 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
-    outputs = [bubbles, line, conversation, box, title]
+    outputs = [bubbles, line, conversation, box, title, picker]
     after = [send, stop, picker, regenerate, versions, which]
     settling = [conversation, browser, search]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
-    sent = started.then(on_send, [box, conversation, system, browser], outputs, **engine_bound)
+    sent = started.then(on_send, [box, conversation, system, browser, search], outputs, **engine_bound)
     sent.then(settled, settling, after, **quiet)
     again = regenerate.click(lambda: busy(True), None, [send, stop], **quiet)
     redone = again.then(on_regenerate, [conversation, browser], outputs, **engine_bound)
     redone.then(settled, settling, after, **quiet)
-    edits = bubbles.edit(lambda: busy(True), None, [send, stop], **quiet)
-    edited = edits.then(on_edit, [conversation, browser], outputs, **engine_bound)
+    editing = gr.State(None)
+    edits = bubbles.edit(on_edit_start, None, [send, stop, editing], **quiet)
+    edited = edits.then(on_edit, [conversation, browser, editing], outputs, **engine_bound)
     edited.then(settled, settling, after, **quiet)
 
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:

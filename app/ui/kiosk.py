@@ -21,6 +21,7 @@ def build(ctx: AppContext) -> gr.Blocks:
             default_prompt=ctx.settings.web.system_prompt,
             updates_per_s=ctx.settings.web.ui_updates_per_s,
             identity_key="quartet-kiosk",
+            secret=ctx.browser_secret,
         )
         timer = gr.Timer(_EVERY_S)
 

@@ -33,6 +33,7 @@ def build(ctx: AppContext) -> gr.Blocks:
                         default_prompt=ctx.settings.web.system_prompt,
                         updates_per_s=ctx.settings.web.ui_updates_per_s,
                         identity_key="quartet-browser",
+                        secret=ctx.browser_secret,
                     )
                 ]
             with gr.Tab("Documents", id="documents") as documents:

@@ -21,6 +21,14 @@ _LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?\s*" + _UNSAFE_SCHEME + r"[^)]*\)", re
 _LINK_DEF = re.compile(r"^(\s{0,3})\[([^\]\n]+)\]:\s*<?\s*" + _UNSAFE_SCHEME, re.IGNORECASE | re.MULTILINE)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 
+# Inline and display maths as people (and models) write it.
+LATEX: list[dict[str, str | bool]] = [
+    {"left": "$$", "right": "$$", "display": True},
+    {"left": "\\[", "right": "\\]", "display": True},
+    {"left": "\\(", "right": "\\)", "display": False},
+    {"left": "$", "right": "$", "display": False},
+]
+
 
 def safe_markdown(text: str) -> str:
     """`text` to render as Markdown, with nothing in it that loads or runs."""
