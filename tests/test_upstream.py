@@ -18,7 +18,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from tests.harness import API_KEY, PORT_OFFSET, UPSTREAM_PORT, Appliance, get_json, models_folder, wait_until
+from tests.harness import API_KEY, PORT_OFFSET, UPSTREAM_PORT, Appliance, get_json, metric, models_folder, wait_until
 from tests.library import handbook
 from tests.table_documents import lab_report, pdf
 from tests.test_admin import login
@@ -259,6 +259,12 @@ def test_the_admin_switches_cards_to_the_upstream_and_back(appliance: Appliance,
     assert [m.id for m in api(appliance).models.list().data] == ["demo"]
     _answer, _cid, progress = c.predict("Hello, upstream.", "", "", 8, api_name="/chat")
     assert progress["stats"]["generated_tokens"] > 0
+    # the cards' own health still feeds the panels, /metrics and the thermal hold: no llama.cpp needed for it
+    cards = c.predict(api_name="/status")["cards"]
+    assert [card["endpoint"] for card in cards] == appliance.endpoints
+    assert all(card["state"] == "up" and card["temperature_c"] == 45.0 and not card["layers"] for card in cards)
+    card0 = f'card="0",endpoint="{appliance.endpoints[0]}"'
+    assert metric(appliance, f"quartet_card_temperature_celsius{{{card0}}}") == 45.0
     back = c.predict("demo", token, api_name="/switch_model")
     assert (back["model"], back["backend"]) == ("Gemma 3 270M (demo)", "cards")
     assert [card["endpoint"] for card in c.predict(api_name="/status")["cards"]] == appliance.endpoints
