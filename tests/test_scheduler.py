@@ -190,7 +190,7 @@ def test_a_switch_waits_for_running_answers_within_the_grace(line: Callable[...,
     assert switched.result(timeout=10).name == "Model B" and old.stopped
     assert b.next() == Reading() and q.stage.wait_jobs(b.id) is not old
     q.stage.backend.step()
-    assert b.end() and q.service.model_name() == "Model B" and old.cancels == []
+    assert b.end() and q.service.loaded()[0] == "Model B" and old.cancels == []
 
 
 def test_a_switch_stops_answers_past_the_grace_with_a_notice(line: Callable[..., Line]) -> None:
@@ -250,7 +250,7 @@ def test_a_model_that_does_not_load_gives_the_old_one_back(line: Callable[..., L
         q.switch("Model B", grace_s=0).result(timeout=10)
     a = q.ask("a1")
     q.stage.wait_jobs(a.id).step()
-    assert a.end() and q.service.model_name() == "Model A" and len(q.stage.built) == 3
+    assert a.end() and q.service.loaded()[0] == "Model A" and len(q.stage.built) == 3
 
 
 def test_a_lost_card_fails_every_running_answer_naming_it_until_it_is_back(line: Callable[..., Line]) -> None:

@@ -57,7 +57,7 @@ def build_router(ctx: AppContext) -> APIRouter:
 
     def served() -> str:
         """The id of the model loaded now (read per request: an admin may have switched it)."""
-        return model_id(ctx.engine.model_name())
+        return model_id(ctx.engine.loaded()[0])
 
     @router.get("/models")
     def models() -> dict[str, Any]:

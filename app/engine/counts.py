@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from app.engine.events import EngineError, GenerationRequest
@@ -13,13 +14,26 @@ Countable = GenerationRequest | str  # a request (its prompt as the model reads 
 MIN_ROOM = 8  # tokens an answer needs at least after its prompt
 
 
-def overflow(prompt_tokens: int, n_ctx: int) -> EngineError:
+MAX_TOKEN_BYTES = 128  # no token of a usual vocabulary covers more bytes of text (the demo model's longest: 32)
+
+
+def overflow(prompt_tokens: int, n_ctx: int, *, at_least: bool = False) -> EngineError:
     """A prompt that leaves no room for an answer in the model's context, in the words every backend uses."""
     return EngineError(
-        f"the conversation is {prompt_tokens} tokens long and the model's context holds "
-        f"{n_ctx}; start a new chat or shorten the message",
+        f"the conversation is {'at least ' if at_least else ''}{prompt_tokens} tokens long and the model's "
+        f"context holds {n_ctx}; start a new chat or shorten the message",
         kind="context",
     )
+
+
+def bounded(request: GenerationRequest, *, n_ctx: int, max_tokens_limit: int) -> GenerationRequest:
+    """The request as the engine takes it (max_tokens within the limit), or refused at once when its text alone
+    is longer than any prompt that fits — before anyone tokenises megabytes between two engine steps."""
+    texts = [request.prompt] if request.prompt is not None else [m.content for m in request.messages]
+    size = sum(len(text.encode("utf-8", "replace")) for text in [*texts, request.tools_text])
+    if size // MAX_TOKEN_BYTES > n_ctx:
+        raise overflow(size // MAX_TOKEN_BYTES, n_ctx, at_least=True)
+    return replace(request, max_tokens=max(1, min(request.max_tokens, max_tokens_limit)))
 
 
 class Call:

@@ -16,10 +16,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from app.engine import admission
 from app.engine.backend import WorkerLost
+from app.engine.counts import bounded
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, ModelInfo, Reading, Token
 from app.engine.meter import CacheMeter, CacheUse
@@ -83,10 +83,10 @@ class EngineService:
     def wait_ready(self, timeout: float) -> bool:
         return self.supervisor.wait_ready(timeout)
 
-    def model_name(self) -> str:
-        """The loaded model's name (while one loads: the one asked for)."""
+    def loaded(self) -> tuple[str, int]:
+        """The loaded model's name and context per answer (while one loads: the configuration's)."""
         info = self.supervisor.view().info
-        return info.name if info is not None else self.config.model_name
+        return (info.name, info.n_ctx) if info is not None else (self.config.model_name, self.config.n_ctx)
 
     # -- token counts ------------------------------------------------------------------------
 
@@ -101,7 +101,7 @@ class EngineService:
     # -- the queue -------------------------------------------------------------------------
 
     def submit(self, request: GenerationRequest) -> Ticket:
-        request = replace(request, max_tokens=max(1, min(request.max_tokens, self.config.max_tokens_limit)))
+        request = bounded(request, n_ctx=self.loaded()[1], max_tokens_limit=self.config.max_tokens_limit)
         ticket = Ticket(next(self._ids), request, self.cancel)
         with self._cond:
             if self._stopped:  # nobody would serve it
