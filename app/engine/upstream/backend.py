@@ -91,8 +91,9 @@ class UpstreamBackend:
         return self._lost is None
 
     def stop(self) -> None:
-        """Running answers end at their next chunk (they see `_lost`); their streams close with them."""
+        """Disconnect: streams still open (a hung upstream sends no next chunk) close now, with the client."""
         self._lost = self._lost or WorkerLost(f"{self._client.name()} was disconnected")
+        self._client.close()
 
     # -- one answer ------------------------------------------------------------------------------
 
@@ -109,6 +110,9 @@ class UpstreamBackend:
             return
         except EngineError as err:
             event = err.failed()
+        except Exception as err:  # the client closed under the stream (the backend stopped): nobody listens now
+            log.info("upstream answer %d ended: %s", job_id, type(err).__name__)
+            event = Failed(f"{self._client.name()} was disconnected during the answer")
         with self._lock:
             self._cancelled.discard(job_id)
         self._sinks.deliver(job_id, event)
