@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -107,3 +109,41 @@ def cer(expected: str, got: str) -> float:
         for j, cb in enumerate(b, 1):
             previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
     return row[len(b)] / max(1, len(a))
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that declares `width` × `height` pixels, with a little compressed data (a bomb's header)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 10_000))
+        + chunk(b"IEND", b"")
+    )
+
+
+def truncated_jpeg() -> bytes:
+    """A JPEG cut off half-way (an interrupted transfer)."""
+    out = io.BytesIO()
+    scan(ENGLISH).save(out, "JPEG")
+    return out.getvalue()[: len(out.getvalue()) // 2]
+
+
+def strip() -> bytes:
+    """A 100,000 × 1 pixel image: valid, and too thin to hold a line of text."""
+    return png(Image.new("L", (100_000, 1), 255))
+
+
+def a3_scan_pdf() -> bytes:
+    """One A3 page scanned at 600 dpi (7016 × 9921 pixels, a few lines of text) as an image-only PDF."""
+    page = Image.new("L", (7016, 9921), 250)
+    draw = ImageDraw.Draw(page)
+    for i, line in enumerate(ENGLISH):
+        draw.text((600, 800 + i * 260), line, fill=20, font=font(150))
+    out = io.BytesIO()
+    page.save(out, "PDF", resolution=600)
+    return out.getvalue()

@@ -5,18 +5,15 @@ here (tests/scans.py): text rendered with Noto Sans CJK, with noise, blur and sk
 from __future__ import annotations
 
 import io
-import struct
-import zlib
 from pathlib import Path
 
 import pypdf
 import pytest
-from PIL import Image
 
 from app.knowledge.loaders import LoadError, ReadLimits, ScanTooLong, load
 from app.knowledge.loaders.ocr import read_image
 from tests.documents import pdf, text_lines
-from tests.scans import CHINESE, ENGLISH, GERMAN, cer, image_pdf, png, scan, tiff
+from tests.scans import CHINESE, ENGLISH, GERMAN, cer, image_pdf, png, png_header, scan, strip, tiff, truncated_jpeg
 
 MB = 2**20
 # measured (bench/ocr.py): English 0.000, German 0.014, Chinese 0.039 — bounds with room
@@ -72,38 +69,13 @@ def test_png_and_multi_page_tiff_are_read(tmp_path: Path) -> None:
     assert len(fax.pages) == 2 and cer(text(CHINESE), fax.pages[1].text) <= BOUND["chinese"]
 
 
-def _png_header(width: int, height: int) -> bytes:
-    """A PNG that declares `width` × `height` pixels, with a little compressed data (a bomb's header)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", zlib.compress(b"\0" * 10_000))
-        + chunk(b"IEND", b"")
-    )
-
-
-def _truncated_jpeg() -> bytes:
-    out = io.BytesIO()
-    scan(ENGLISH).save(out, "JPEG")
-    return out.getvalue()[: len(out.getvalue()) // 2]
-
-
-def _strip() -> bytes:
-    return png(Image.new("L", (100_000, 1), 255))
-
-
 @pytest.mark.parametrize(
     ("name", "make", "kind", "says"),
     [
-        ("bomb.png", lambda: _png_header(100_000, 100_000), "too_large", "million pixels"),
-        ("huge.png", lambda: _png_header(20_000, 20_000), "too_large", "20,000 × 20,000 pixels"),
-        ("cut.jpg", _truncated_jpeg, "corrupt", "damaged"),
-        ("strip.png", _strip, "no_text", "too thin"),
+        ("bomb.png", lambda: png_header(100_000, 100_000), "too_large", "million pixels"),
+        ("huge.png", lambda: png_header(20_000, 20_000), "too_large", "20,000 × 20,000 pixels"),
+        ("cut.jpg", truncated_jpeg, "corrupt", "damaged"),
+        ("strip.png", strip, "no_text", "too thin"),
     ],
 )
 def test_hostile_images_get_a_clear_status(tmp_path: Path, name: str, make: object, kind: str, says: str) -> None:
