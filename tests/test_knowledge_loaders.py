@@ -13,7 +13,7 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from app.knowledge.loaders import LoadError, load
+from app.knowledge.loaders import LoadError, ReadLimits, load
 from app.knowledge.loaders.text import decode_text, paginate
 from tests.documents import all_chinese, broken_page_tree, chinese, chinese_prose, encrypted, wrapped
 from tests.library import (
@@ -42,6 +42,9 @@ MB = 2**20
 def write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+NO_OCR = ReadLimits(ocr=False)  # the reading without OCR (setting knowledge.ocr = false)
 
 
 def failure(path: Path, **options: object) -> LoadError:
@@ -88,9 +91,9 @@ def test_a_real_encrypted_pdf_needs_its_password(corpus: Path) -> None:
 
 
 def test_pages_without_a_text_layer(tmp_path: Path) -> None:
-    """Pages 4 and 5 of the delivery note are pictures only. Alone, they give no_text (no OCR here)."""
+    """Pages 4 and 5 of the delivery note are pictures only. Alone, they give no_text (OCR turned off)."""
     source = write(tmp_path / "delivery.pdf", scanned_delivery())
-    mixed = load(source, max_bytes=MB)
+    mixed = load(source, max_bytes=MB, limits=NO_OCR)
     assert mixed.blank_pages == [4, 5] and mixed.note and "OCR is not available" in mixed.note
     assert [p.text.strip() for p in mixed.pages[:3]] == DELIVERY
     writer = pypdf.PdfWriter()
@@ -99,14 +102,14 @@ def test_pages_without_a_text_layer(tmp_path: Path) -> None:
     scanned = tmp_path / "scan.pdf"
     with scanned.open("wb") as out:
         writer.write(out)
-    err = failure(scanned)
+    err = failure(scanned, limits=NO_OCR)
     assert err.kind == "no_text" and "OCR is not available" in err.message and "2 pages" in err.message
 
 
 def test_real_pages_without_a_text_layer(tmp_path: Path, corpus: Path) -> None:
-    """imagemagick-images.pdf: pages 4 and 5 are images only. Alone, they give no_text (no OCR here)."""
+    """imagemagick-images.pdf: pages 4 and 5 are images only. Alone, they give no_text (OCR turned off)."""
     pdfs = corpus / "pdf"
-    mixed = load(pdfs / "imagemagick-images.pdf", max_bytes=50 * MB)
+    mixed = load(pdfs / "imagemagick-images.pdf", max_bytes=50 * MB, limits=NO_OCR)
     assert mixed.blank_pages == [4, 5] and mixed.note and "OCR is not available" in mixed.note
     writer = pypdf.PdfWriter()
     for number in (4, 5):
@@ -114,7 +117,7 @@ def test_real_pages_without_a_text_layer(tmp_path: Path, corpus: Path) -> None:
     scanned = tmp_path / "scan.pdf"
     with scanned.open("wb") as out:
         writer.write(out)
-    err = failure(scanned)
+    err = failure(scanned, limits=NO_OCR)
     assert err.kind == "no_text" and "OCR is not available" in err.message and "2 pages" in err.message
 
 

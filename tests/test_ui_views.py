@@ -27,6 +27,12 @@ def test_a_file_being_embedded_keeps_its_page_count_and_names_its_phase() -> Non
     assert progress_line(reading) == "step 1 of 3, reading **a.pdf**: page 40 of 117 · 2 waiting"
 
 
+def test_a_page_being_read_by_ocr_says_so_in_the_library() -> None:
+    ocr = IngestProgress([FileProgress("/kb/scan.pdf", "scan.pdf", "ocr", 3, 12)], [], 0, [])
+    assert table([doc("scan.pdf", "indexing", 3, 12)], ocr)["data"][0][1] == "⏳ reading page 3 of 12 by OCR"
+    assert progress_line(ocr) == "step 1 of 3, reading **scan.pdf**: page 3 of 12 by OCR"
+
+
 def test_a_stop_counts_for_the_answer_its_button_started_and_only_for_it() -> None:
     stops = Stops()
     asked = stops.stopped("page-1", "ask")

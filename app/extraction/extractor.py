@@ -21,12 +21,14 @@ from app.engine.service import EngineService
 from app.errors import Kind, QuartetError
 from app.extraction.answers import bounded, check, clean, cut
 from app.extraction.answers import describe as _describe
-from app.extraction.merge import FieldValue, PartResult, merge, record_of, within_max_items
+from app.extraction.merge import FieldValue, PartResult, mark_unsure, merge, record_of, within_max_items
 from app.knowledge.service import KnowledgeService
 
 __all__ = ["Extraction", "ExtractionFailed", "Extractor", "Limits", "Part", "Step", "bounded"]
 _SLACK_TOKENS = 32  # counted piece by piece, a prompt may differ from its whole by a token at each join (a part
 # that overflows after all is read as two halves)
+
+UNSURE_OCR = 0.8  # a value found only on pages read by OCR with less confidence than this is marked unsure
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ class Extractor:
             raise ExtractionFailed(
                 "no part gave a valid answer: " + "; ".join(problems + [UNCONSTRAINED][constrained:])
             )
-        fields, trimmed = within_max_items(merge(results, schema, pages), schema)
+        unsure = {n for n, c in self.knowledge.ocr_pages(document_id).items() if c < UNSURE_OCR}
+        fields, trimmed = within_max_items(mark_unsure(merge(results, schema, pages), pages, unsure), schema)
         problems += trimmed + [UNCONSTRAINED][constrained:]
         return Extraction(document_id, name, fields, record_of(fields), len(parts), problems, constrained)
 

@@ -56,6 +56,7 @@ class FieldValue:
     conflict: bool = False
     items: list[Candidate] = field(default_factory=list)  # lists only: where each item was found
     rows: list[TableRow] = field(default_factory=list)  # tables only: where each row was found
+    unsure: bool = False  # found only in text read by OCR with low confidence (a row of it, for a table)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class TableRow:
     parts: int = 1
     conflict: bool = False
     conflicts_with: list[int] = field(default_factory=list)
+    unsure: bool = False  # found only in text read by OCR with low confidence
 
 
 Merged = dict[str, FieldValue]
@@ -91,6 +93,27 @@ def merge(parts: Sequence[PartResult], schema: dict[str, Any], page_texts: Mappi
         else:
             merged[name] = _merge_scalar(name, _candidates(kind, found, texts))
     return merged
+
+
+def mark_unsure(merged: Merged, page_texts: Mapping[int, str], unsure_pages: set[int]) -> Merged:
+    """Fields and table rows grounded only on `unsure_pages` (read by OCR with low confidence) are marked
+    `unsure`: the value is in the text, but that text may be misread."""
+    if not unsure_pages:
+        return merged
+    sure = PageTexts({n: t for n, t in page_texts.items() if n not in unsure_pages})
+
+    def only_unsure(value: Any, page: int | None, verified: bool | None) -> bool:
+        return verified is True and page in unsure_pages and sure.locate(value) is None
+
+    marked: Merged = {}
+    for name, fv in merged.items():
+        if fv.rows:
+            rows = [dataclasses.replace(r, unsure=only_unsure(list(r.values.values()), r.page, r.verified))
+                    for r in fv.rows]  # fmt: skip
+            marked[name] = dataclasses.replace(fv, rows=rows, unsure=any(r.unsure for r in rows))
+        else:
+            marked[name] = dataclasses.replace(fv, unsure=only_unsure(fv.value, fv.page, fv.verified))
+    return marked
 
 
 def within_max_items(merged: Merged, schema: dict[str, Any]) -> tuple[Merged, list[str]]:

@@ -41,6 +41,7 @@ class Source:
     end: int
     text: str
     score: float
+    ocr: float | None = None  # the passage was read by OCR, with this confidence (0–1)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Answerer:
         hits = self.knowledge.search(question, k=self.k, document_ids=document_ids)
         kept = self._relevant(question, hits)
         return [
-            Source(i, h.document_id, h.name, h.page, h.start, h.end, h.text, round(h.score, 4))
+            Source(i, h.document_id, h.name, h.page, h.start, h.end, h.text, round(h.score, 4), h.ocr)
             for i, h in enumerate(kept, start=1)
         ]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from app.knowledge.chunking import Chunk, chunk_pages
 from app.knowledge.embedder import Embedder
-from app.knowledge.loaders import LoadedDocument, LoadError, Reader, load, size_problem
+from app.knowledge.loaders import LoadedDocument, LoadError, Reader, ScanTooLong, load, size_problem
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
 from app.knowledge.uploads import UploadError, is_regular_file, open_regular
@@ -138,11 +138,17 @@ class Indexer:
         assert path is not None
         self.store.mark(doc_id, status="indexing")
         saver = _ProgressSaver(self.store, doc_id, report)
+        limits = self.options.read_limits
+        if small_lane:  # a long scan would hold up the small files behind it
+            limits = replace(limits, ocr_max_pages=self.options.small_lane_ocr_pages)
         try:
             loaded = load(
-                path, max_bytes=self.options.max_file_bytes, password=job.password, limits=self.options.read_limits,
-                on_page=lambda done, total: saver("reading", done, max(done, total)), reader=self._reader(),
+                path, max_bytes=self.options.max_file_bytes, password=job.password, limits=limits,
+                on_page=lambda done, total: saver("reading", done, max(done, total)),
+                on_ocr=lambda page, total: saver("ocr", page, max(page, total)), reader=self._reader(),
             )  # fmt: skip
+        except ScanTooLong:
+            return Result("moved", follow_up=[replace(job, large=True)])
         except LoadError as err:
             self.store.record_failure(doc_id, state, status="error", kind=err.kind, message=err.message)
             return Result("error", err.message)

@@ -33,7 +33,8 @@ _LISTED_QUEUED = 100
 class FileProgress:
     path: str
     name: str
-    # queued | reading | embedding | saving | indexed | unchanged | duplicate | removed | reembedded | error | cancelled
+    # queued | reading | ocr (pages_done: the page read by OCR) | embedding | saving
+    # | indexed | unchanged | duplicate | removed | reembedded | error | cancelled
     state: str
     pages_done: int = 0
     pages_total: int = 0

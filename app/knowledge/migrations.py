@@ -5,6 +5,8 @@ pages      the text of every page, so the UI can show a page and highlight a hit
 chunks     slices of pages (page, start, end) with their text; `chunks_fts` indexes them (trigram),
            `chunks_fts_vocab` counts the chunks holding each trigram
 vectors    one float32 embedding per chunk, with the name of the model that made it
+
+A page (and each chunk of it) read by OCR has `ocr`, the engine's confidence (0–1); NULL for a text layer.
 """
 
 from __future__ import annotations
@@ -72,3 +74,9 @@ def _m001_knowledge(db: sqlite_utils.Database) -> None:
         pk="chunk_id",
         foreign_keys=[("chunk_id", "chunks", "id")],
     )
+
+
+@MIGRATIONS(name="002_ocr")
+def _m002_ocr(db: sqlite_utils.Database) -> None:
+    db.table("pages").add_column("ocr", float)
+    db.table("chunks").add_column("ocr", float)

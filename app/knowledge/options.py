@@ -47,6 +47,21 @@ class KnowledgeOptions:
     small_lane_chunks: int = Field(
         default=400, ge=1, description="A smaller file with more passages than this moves to the large files' lane too."
     )
+    ocr: bool = Field(
+        default=True,
+        description="Pages without a text layer (scans) and image files (PNG, JPEG, TIFF, WebP) are read by OCR.",
+    )
+    ocr_page_timeout_s: float = Field(
+        default=60.0, gt=0, description="The OCR of one page is stopped after this many seconds (per try)."
+    )
+    ocr_max_megapixels: float = Field(
+        default=50.0,
+        gt=0,
+        description="Images with more pixels than this (millions) are refused: decompression bombs, giant scans.",
+    )
+    small_lane_ocr_pages: int = Field(
+        default=3, ge=1, description="A file in the small files' lane with more pages to OCR moves to the large lane."
+    )
     page_chars: int = Field(default=3000, ge=100, description="Characters of a page of a plain-text file.")
     chunk_tokens: int = Field(
         default=200, ge=16, le=254, description="Word pieces per passage (whole sentences; MiniLM reads at most 254)."
@@ -73,5 +88,6 @@ class KnowledgeOptions:
     def read_limits(self) -> ReadLimits:
         return ReadLimits(
             timeout_s=self.read_timeout_s, memory_mb=self.read_memory_mb, max_pages=self.max_pages,
-            max_unpacked_mb=self.max_unpacked_mb, page_chars=self.page_chars,
+            max_unpacked_mb=self.max_unpacked_mb, page_chars=self.page_chars, ocr=self.ocr,
+            ocr_page_timeout_s=self.ocr_page_timeout_s, ocr_max_pixels=int(self.ocr_max_megapixels * 1e6),
         )  # fmt: skip

@@ -34,6 +34,7 @@ class Hit:
     score: float
     vector_rank: int | None  # 1-based rank on each side, None when that side did not find it
     text_rank: int | None
+    ocr: float | None = None  # the chunk was read by OCR, with this confidence (0–1)
 
 
 def hybrid_search(
@@ -104,6 +105,6 @@ def _fuse(
             continue
         hits.append(
             Hit(cid, doc.id, doc.path, doc.name, chunk.page, chunk.start, chunk.end, chunk.text, scores[cid],
-                vector_rank.get(cid), text_rank.get(cid))
+                vector_rank.get(cid), text_rank.get(cid), chunk.ocr)
         )  # fmt: skip
     return hits

@@ -175,6 +175,12 @@ class KnowledgeService:
     def page_text(self, document_id: int, page: int) -> str | None:
         return self.store.page_text(document_id, page)
 
+    def ocr_pages(self, document_id: int) -> dict[int, float]:
+        """The pages of a document that were read by OCR, with the OCR's confidence (0–1)."""
+        sql = "SELECT number, ocr FROM pages WHERE document_id = ? AND ocr IS NOT NULL"
+        rows = self.store.query(sql, [document_id])
+        return {int(number): float(confidence) for number, confidence in rows}
+
     def document_chunks(self, document_id: int) -> list[StoredChunk]:
         """All chunks of a document in reading order (for whole-document summaries)."""
         return self.store.chunks(document_id)

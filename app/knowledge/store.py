@@ -55,6 +55,7 @@ class StoredChunk:
     end: int
     tokens: int
     text: str
+    ocr: float | None = None  # read by OCR: the page's confidence (0–1); None for a text layer
 
 
 @dataclass(frozen=True)
@@ -153,13 +154,14 @@ class KnowledgeStore:
         with self._database.atomic() as db:
             _delete_content(db, document_id)
             db.table("pages").insert_all(
-                {"document_id": document_id, "number": p.number, "text": p.text} for p in pages
+                {"document_id": document_id, "number": p.number, "text": p.text, "ocr": p.ocr} for p in pages
             )
+            ocr = {p.number: p.ocr for p in pages}
             first = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
             ids = np.arange(first, first + len(chunks), dtype=np.int64)
             db.table("chunks").insert_all(
                 {"id": int(i), "document_id": document_id, "page": c.page, "ordinal": c.ordinal, "start": c.start,
-                 "end": c.end, "tokens": c.tokens, "text": c.text}
+                 "end": c.end, "tokens": c.tokens, "text": c.text, "ocr": ocr.get(c.page)}
                 for i, c in zip(ids, chunks, strict=True)
             )  # fmt: skip
             self._insert_vectors(db, ids, vectors)

@@ -87,4 +87,6 @@ def _source(source: Source) -> dict[str, Any]:
         "page": source.page,
         "text": source.text,
         "score": source.score,
+        "ocr": source.ocr is not None,  # the passage was read by OCR from a scanned page or an image
+        "confidence": source.ocr,  # the OCR's confidence (0–1); None for a text layer
     }

@@ -51,6 +51,8 @@ def table(docs: list[DocumentInfo], progress: IngestProgress) -> dict[str, Any]:
 
 def _phase(file: FileProgress) -> str:
     """'⏳ reading 40/117', '⏳ embedding 58/117', '⏳ saving': where one file's indexing stands."""
+    if file.state == "ocr":
+        return f"⏳ reading page {file.pages_done} of {file.pages_total} by OCR"
     if file.state in ("reading", "embedding") and file.pages_total:
         return f"⏳ {file.state} {file.pages_done}/{file.pages_total}"
     return f"⏳ {file.state}"
@@ -81,7 +83,12 @@ def progress_line(progress: IngestProgress) -> str:
     now = []
     for file in progress.running:
         step = f"step {PHASES.index(file.state) + 1} of {len(PHASES)}, " if file.state in PHASES else ""
-        if file.state == "reading":
+        if file.state == "ocr":
+            now.append(
+                f"step 1 of {len(PHASES)}, reading **{literal(file.name)}**: page {file.pages_done} of "
+                f"{file.pages_total} by OCR"
+            )
+        elif file.state == "reading":
             now.append(f"{step}reading **{literal(file.name)}**: page {file.pages_done} of {file.pages_total}")
         elif file.state == "embedding":
             now.append(f"{step}embedding **{literal(file.name)}**: {file.pages_done} of {file.pages_total} pages")
@@ -99,9 +106,16 @@ def _pages(sources: list[Source]) -> dict[tuple[int, int], list[Source]]:
     return grouped
 
 
+def page_label(source: Source) -> str:
+    """'page 3', or 'page 3 (OCR, 91%)' for a page read by OCR."""
+    if source.ocr is None:
+        return f"page {source.page}"
+    return f"page {source.page} (OCR, {source.ocr:.0%})"
+
+
 def source_choices(sources: list[Source]) -> list[tuple[str, int]]:
     return [
-        (f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, page {same[0].page}", same[0].number)
+        (f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, {page_label(same[0])}", same[0].number)
         for same in _pages(sources).values()
     ]
 
@@ -124,7 +138,7 @@ def answer_md(update: Answer, *, stopped: bool = False) -> str:
     if update.done and update.sources:
         cited = update.cited() or update.sources
         text += "\n\n" + "  \n".join(
-            f"\\[{', '.join(str(s.number) for s in same)}\\] {literal(same[0].name)}, page {same[0].page}"
+            f"\\[{', '.join(str(s.number) for s in same)}\\] {literal(same[0].name)}, {page_label(same[0])}"
             for same in _pages(cited).values()
         )
     return text
@@ -137,6 +151,6 @@ def page_html(source: Source, full: str) -> str:
     body = f"{html.escape(before)}<mark>{html.escape(passage)}</mark>{html.escape(after)}"
     return (
         f"<div class='q-page' data-source='{source.number}'>"
-        f"<div class='q-page-title'>{html.escape(source.name)}, page {source.page}</div>"
+        f"<div class='q-page-title'>{html.escape(source.name)}, {html.escape(page_label(source))}</div>"
         f"<div class='q-page-text'>{body}</div></div>"
     )

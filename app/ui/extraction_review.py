@@ -97,6 +97,11 @@ def _field_flag(result: Result, name: str) -> str:
     return {True: "ok", False: "unverified", None: ""}[info.get("verified")]
 
 
+def _unsure(info: dict[str, Any]) -> str:
+    """A badge for a value found only in text read by OCR with low confidence."""
+    return " " + _badge("q-warn", "low OCR confidence: check the scan") if info.get("unsure") else ""
+
+
 def _cell_flag(value: Any, original: Any, verified: bool | None, corrected: bool) -> str:
     if corrected and cell_text(value) != cell_text(original):
         return "corrected"
@@ -119,7 +124,7 @@ def _field(result: Result, name: str) -> str:
         others = "; ".join(f"{cell_text(c['value'])} (p. {c['page']})" for c in info.get("conflicts", []))
         badge = _badge("q-warn", f"conflict: {others}")
     else:
-        badge = _verdict(info.get("verified"))
+        badge = _verdict(info.get("verified")) + _unsure(info)
     page = f"p. {info['page']}" if info.get("page") else ""
     snippet = html.escape(info.get("snippet") or "")
     return (
@@ -150,7 +155,7 @@ def _grid(run: Run, result: Result, name: str) -> str:
             others = ", ".join(str(i + 1) for i in place.get("conflicts_with", []))
             verdict = _badge("q-warn", f"conflict with row {others}")
         else:
-            verdict = _verdict(place.get("verified"), row=True)
+            verdict = _verdict(place.get("verified"), row=True) + _unsure(place)
         body.append(f"<tr><td>{index + 1}</td>{cells}<td>{place.get('page') or ''}</td><td>{verdict}</td></tr>")
     return (
         f"<div class='q-grid-title'>{html.escape(name)}</div>"

@@ -1,7 +1,8 @@
 """Loaders: a file in, its pages out — or a `LoadError` that says what is wrong, for people.
 
 Every format is read in a child process under a time and memory limit (`reader.py` starts it,
-`worker.py` is it): PDFs by pypdf, text formats decoded as a stream and cut into pseudo-pages of
+`worker.py` is it): PDFs by pypdf (a page without text rendered and read by OCR, as image files
+are: `scans.py`, `ocr.py`), text formats decoded as a stream and cut into pseudo-pages of
 about one printed page (`text.py`), HTML and Word parsed as streams (`html.py`, `docx.py`). A
 document longer than `ReadLimits.max_pages` is read in part, and says so.
 """
@@ -11,12 +12,20 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from app.knowledge.loaders.reader import PageCallback, Reader, ReadLimits, read_document
-from app.knowledge.loaders.types import ERROR_KINDS, ErrorKind, LoadedDocument, LoadError, Page, size_problem
+from app.knowledge.loaders.reader import OcrCallback, PageCallback, Reader, ReadLimits, read_document
+from app.knowledge.loaders.types import (
+    ERROR_KINDS,
+    ErrorKind,
+    LoadedDocument,
+    LoadError,
+    Page,
+    ScanTooLong,
+    size_problem,
+)
 
 __all__ = [
-    "ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "ReadLimits", "Reader", "load",
-    "size_problem", "supported",
+    "ERROR_KINDS", "SUPPORTED", "ErrorKind", "LoadError", "LoadedDocument", "Page", "ReadLimits", "Reader",
+    "ScanTooLong", "load", "size_problem", "supported",
 ]  # fmt: skip
 
 SUPPORTED = {
@@ -29,8 +38,16 @@ SUPPORTED = {
     ".html": "HTML",
     ".htm": "HTML",
     ".csv": "CSV",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".tif": "image",
+    ".tiff": "image",
+    ".webp": "image",
 }
-_FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".csv": "csv"}
+_FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".csv": "csv"} | {
+    suffix: "image" for suffix, kind in SUPPORTED.items() if kind == "image"
+}
 
 
 def supported(path: Path) -> bool:
@@ -44,6 +61,7 @@ def load(
     password: str | None = None,
     limits: ReadLimits | None = None,
     on_page: PageCallback | None = None,
+    on_ocr: OcrCallback | None = None,
     timeout_s: float | None = None,
     memory_mb: int | None = None,
     reader: Reader | None = None,
@@ -67,5 +85,5 @@ def load(
         raise LoadError("empty", f"{name} is empty (0 bytes).")
     format = _FORMATS.get(suffix, "text")
     if reader is not None:
-        return reader.read(path, format=format, password=password, limits=limits, on_page=on_page)
-    return read_document(path, format=format, password=password, limits=limits, on_page=on_page)
+        return reader.read(path, format=format, password=password, limits=limits, on_page=on_page, on_ocr=on_ocr)
+    return read_document(path, format=format, password=password, limits=limits, on_page=on_page, on_ocr=on_ocr)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from app.knowledge.loaders.reading import PageCallback, Reading
+from app.knowledge.loaders.reading import OcrCallback, PageCallback, Reading
 from app.knowledge.loaders.types import LoadedDocument, LoadError
 
 _ROOT = Path(__file__).resolve().parents[3]  # the folder that holds the `app` package
@@ -38,6 +38,10 @@ class ReadLimits:
     max_pages: int = 2000  # pages read; the rest is left out (the document says so)
     max_unpacked_mb: float = 100.0  # a .docx's XML may unpack to this much
     page_chars: int = 3000  # size of a pseudo-page of a text format
+    ocr: bool = True  # pages without a text layer, and image files, are read by OCR
+    ocr_page_timeout_s: float = 60.0  # the OCR of one page is stopped after this long
+    ocr_max_pixels: int = 50_000_000  # a larger image (or a decompression bomb) is refused
+    ocr_max_pages: int | None = None  # pages read by OCR in this lane; more: ScanTooLong (None: no limit)
 
     @property
     def max_page_chars(self) -> int:
@@ -56,32 +60,39 @@ class Reader:
         self._uses = 0
 
     def read(
-        self, path: Path, *, format: str, password: str | None, limits: ReadLimits, on_page: PageCallback | None = None
-    ) -> LoadedDocument:
+        self, path: Path, *, format: str, password: str | None, limits: ReadLimits, on_page: PageCallback | None = None,
+        on_ocr: OcrCallback | None = None,
+    ) -> LoadedDocument:  # fmt: skip
         if self._child is not None and self._child.poll() is not None:
             self._end()  # the kept process died while idle (killed from outside): start afresh
         child = self._start(limits.memory_mb)
         request = {
             "path": str(path), "format": format, "password": password, "cpu_s": max(1, int(limits.timeout_s) + 5),
             "max_pages": limits.max_pages, "max_page_chars": limits.max_page_chars, "page_chars": limits.page_chars,
-            "max_unpacked_bytes": int(limits.max_unpacked_mb * _MB),
+            "max_unpacked_bytes": int(limits.max_unpacked_mb * _MB), "ocr": limits.ocr,
+            "ocr_page_timeout_s": limits.ocr_page_timeout_s, "ocr_max_pixels": limits.ocr_max_pixels,
+            "ocr_max_pages": limits.ocr_max_pages,
         }  # fmt: skip
         reading = Reading(
             path.name, format=format, password=password, max_pages=limits.max_pages, memory_mb=limits.memory_mb,
-            on_page=on_page,
+            on_page=on_page, on_ocr=on_ocr, ocr=limits.ocr,
         )  # fmt: skip
         ended = False
+        deadline = _Deadline(time.monotonic() + limits.timeout_s)
         try:
-            for message in _talk(child, request, deadline=time.monotonic() + limits.timeout_s):
+            for message in _talk(child, request, deadline=deadline):
                 if message.get("end"):
                     ended = True
                     break
+                if "ocr_page" in message:  # each page read by OCR has its own time
+                    deadline.at = max(deadline.at, time.monotonic() + 4 * limits.ocr_page_timeout_s + 5)
                 reading.take(message)
         except TimeoutError:
             self.close()
             raise LoadError(
                 "timeout",
-                f"Reading {path.name} took longer than {limits.timeout_s:g} s and was stopped. The file may be "
+                f"Reading {path.name} took longer than {limits.timeout_s:g} s (or one page read by OCR longer than "
+                f"{limits.ocr_page_timeout_s:g} s) and was stopped. The file may be "
                 "malformed: re-export it, or raise the reading time limit for very long documents.",
             ) from None
         except BaseException:
@@ -131,17 +142,23 @@ class Reader:
 
 
 def read_document(
-    path: Path, *, format: str, password: str | None, limits: ReadLimits, on_page: PageCallback | None = None
-) -> LoadedDocument:
+    path: Path, *, format: str, password: str | None, limits: ReadLimits, on_page: PageCallback | None = None,
+    on_ocr: OcrCallback | None = None,
+) -> LoadedDocument:  # fmt: skip
     """Read one document in a process of its own."""
     reader = Reader(reuse=1)
     try:
-        return reader.read(path, format=format, password=password, limits=limits, on_page=on_page)
+        return reader.read(path, format=format, password=password, limits=limits, on_page=on_page, on_ocr=on_ocr)
     finally:
         reader.close()
 
 
-def _talk(child: subprocess.Popen[bytes], request: dict[str, Any], *, deadline: float) -> Iterator[dict[str, Any]]:
+@dataclass
+class _Deadline:
+    at: float  # time.monotonic(); moved later while pages are read by OCR
+
+
+def _talk(child: subprocess.Popen[bytes], request: dict[str, Any], *, deadline: _Deadline) -> Iterator[dict[str, Any]]:
     """The child's messages as they come; TimeoutError when the deadline passes first."""
     assert child.stdin is not None and child.stdout is not None
     try:
@@ -154,7 +171,7 @@ def _talk(child: subprocess.Popen[bytes], request: dict[str, Any], *, deadline: 
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline.at - time.monotonic()
             if remaining <= 0 or not selector.select(remaining):
                 raise TimeoutError
             chunk = os.read(fd, 1 << 16)

@@ -7,12 +7,13 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from app.knowledge.loaders.types import LoadedDocument, LoadError, Page
+from app.knowledge.loaders.types import LoadedDocument, LoadError, Page, ScanTooLong
 
 _HYPHENATED = re.compile(r"(?<=[a-zäöüß])-\n(?=[a-zäöüß])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 PageCallback = Callable[[int, int], None]  # (pages read, pages in the document; 0 while unknown)
+OcrCallback = Callable[[int, int], None]  # (page being read by OCR, pages in the document)
 
 
 class Reading:
@@ -27,6 +28,8 @@ class Reading:
         max_pages: int,
         memory_mb: int,
         on_page: PageCallback | None,
+        on_ocr: OcrCallback | None = None,
+        ocr: bool = False,
     ) -> None:
         self.name = name
         self.format = format
@@ -34,6 +37,9 @@ class Reading:
         self.max_pages = max_pages
         self.memory_mb = memory_mb
         self.on_page = on_page
+        self.on_ocr = on_ocr
+        self.ocr = ocr
+        self.large = False
         self.total = 0
         self.pages: list[Page] = []
         self.failed: list[int] = []
@@ -47,9 +53,13 @@ class Reading:
             self.error = message
         elif "pages" in message:
             self.total = int(message["pages"])
+        elif "ocr_page" in message:
+            if self.on_ocr:
+                self.on_ocr(int(message["ocr_page"]), self.total)
         elif "page" in message:
-            text = message["text"]
-            self.pages.append(Page(int(message["page"]), _clean(text) if self.format == "pdf" else text))
+            text, ocr = message["text"], message.get("ocr")
+            clean = self.format in ("pdf", "image")
+            self.pages.append(Page(int(message["page"]), _clean(text) if clean else text, ocr))
             if message.get("failed"):
                 self.failed.append(int(message["page"]))
                 self.failed_detail = self.failed_detail or message["failed"]
@@ -61,12 +71,16 @@ class Reading:
                 "per document); the rest is left out. Split the document to index all of it."
             )
             self.done = True
+        elif message.get("large"):
+            self.large = True
         elif message.get("done"):
             self.done = True
 
     def result(self, *, exit_code: int | None, stderr: str) -> LoadedDocument:
         if self.error:
             raise LoadError(*self._explain(self.error))
+        if self.large:
+            raise ScanTooLong(self.name)
         if not self.done and "MemoryError" in stderr:
             raise LoadError(*self._explain({"error": "too_large", "detail": stderr}))
         if not self.done:
@@ -80,13 +94,21 @@ class Reading:
         if len(self.failed) == len(self.pages):
             raise LoadError("corrupt", f"No page of {self.name} could be read ({self.failed_detail}).")
         blank = [p.number for p in self.pages if not p.text.strip() and p.number not in self.failed]
+        if len(blank) + len(self.failed) == len(self.pages) and self.ocr:
+            raise LoadError(
+                "no_text",
+                f"No text was found on any of the {len(self.pages)} pages of {self.name}, not even by OCR: it "
+                "holds no readable text (or the scan is too faint or too small to read).",
+            )
         if len(blank) + len(self.failed) == len(self.pages):
             raise LoadError(
                 "no_text",
                 f"{self.name} has no text layer on any of its {len(self.pages)} pages: it looks like a scanned "
-                "document, and OCR is not available on this appliance.",
+                "document, and OCR is not available on this appliance (setting knowledge.ocr).",
             )
-        return LoadedDocument(self.pages, blank_pages=blank, failed_pages=self.failed, partial=self.partial)
+        return LoadedDocument(
+            self.pages, blank_pages=blank, failed_pages=self.failed, partial=self.partial, ocr=self.ocr
+        )
 
     def _explain(self, error: dict[str, str]) -> tuple[Any, str]:
         name, kind, detail = self.name, error["error"], error.get("detail", "")

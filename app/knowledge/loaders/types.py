@@ -14,8 +14,9 @@ _MB = 2**20
 
 @dataclass(frozen=True)
 class Page:
-    number: int  # 1-based; a real page for PDFs, a pseudo-page for text formats
+    number: int  # 1-based; a real page for PDFs and images, a pseudo-page for text formats
     text: str
+    ocr: float | None = None  # read by OCR: its confidence (0–1); None for a text layer or text format
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class LoadedDocument:
     blank_pages: list[int] = field(default_factory=list)
     failed_pages: list[int] = field(default_factory=list)
     partial: str | None = None  # why only a part of the document was read, for people
+    ocr: bool = False  # pages without a text layer were read by OCR (the blank ones held no readable text)
 
     def cut(self, last_page: int, why: str) -> LoadedDocument:
         """The document up to `last_page`, saying why the rest is left out."""
@@ -34,15 +36,21 @@ class LoadedDocument:
             blank_pages=[n for n in self.blank_pages if n <= last_page],
             failed_pages=[n for n in self.failed_pages if n <= last_page],
             partial=why,
+            ocr=self.ocr,
         )
 
     @property
     def note(self) -> str | None:
         notes = [self.partial] if self.partial else []
-        if self.blank_pages:
+        if self.blank_pages and self.ocr:
+            notes.append(
+                f"{_count(self.blank_pages, len(self.pages))} no text ({_listed(self.blank_pages)}), not even read "
+                "by OCR: they are not searchable."
+            )
+        elif self.blank_pages:
             notes.append(
                 f"{_count(self.blank_pages, len(self.pages))} no text layer ({_listed(self.blank_pages)}): they look "
-                "like scanned images and OCR is not available, so they are not searchable."
+                "like scanned images and OCR is not available (setting knowledge.ocr), so they are not searchable."
             )
         if self.failed_pages:
             notes.append(
@@ -73,6 +81,11 @@ def size_problem(name: str, size: int, max_bytes: int, *, whole: bool = True) ->
 def _megabytes(n: int) -> str:
     mb = n / _MB
     return f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else f"{n:,} bytes"
+
+
+class ScanTooLong(Exception):
+    """The document has more pages to read by OCR than the lane of small files reads: it moves to the
+    lane of large files."""
 
 
 class LoadError(QuartetError):
