@@ -10,7 +10,7 @@ import openai
 import pytest
 from gradio_client import Client
 
-from tests.harness import API_KEY, Appliance
+from tests.harness import API_KEY, Appliance, metric
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +152,22 @@ def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appli
     wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
     last = status.predict(api_name="/status")["last_stats"]
     assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000
+
+
+def test_a_non_streaming_client_that_goes_away_cancels_its_answer(appliance: Appliance) -> None:
+    from tests.harness import wait_until
+
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    body = {"model": "m", "messages": [{"role": "user", "content": "Tell a very long story."}], "max_tokens": 2000}
+    status = Client(appliance.url, verbose=False)
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up, as an SDK's timeout does
+        httpx.post(
+            appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=httpx.Timeout(30, read=2)
+        )
+    wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
+    last = status.predict(api_name="/status")["last_stats"]
+    assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000, last
+    assert metric(appliance, "quartet_engine_running_answers") == 0
 
 
 def test_embeddings_come_from_the_knowledge_bases_embedder(api: openai.OpenAI) -> None:

@@ -96,9 +96,16 @@ class ChatRequest(BaseModel):
         messages = [m.for_model() for m in self.messages]
         if tool_plan is not None:
             messages.insert(0, Message("system", tool_plan.instruction))
-        if tool_plan is not None and self.response_format and self.response_format.type != "text":
+        # A forced call answers in calls, so a format (the Agents SDK's output_type) has nothing to shape.
+        if (
+            tool_plan is not None
+            and tool_plan.may_answer
+            and self.response_format
+            and self.response_format.type != "text"
+        ):
             raise ApiError(
-                "response_format and tools cannot be used together",
+                "response_format and tools under tool_choice 'auto' cannot be used together here: force the "
+                "call (tool_choice 'required' or a named function), or send the formatted turn without tools",
                 param="response_format",
             )
         return GenerationRequest(
