@@ -8,8 +8,8 @@ before any token still gets a real status.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
-import re
 import struct
 import time
 import uuid
@@ -22,14 +22,12 @@ from fastapi.sse import EventSourceResponse
 from app.api.answers import ChatShape, CompletionShape
 from app.api.errors import ApiError
 from app.api.following import respond
+from app.api.model_names import EMBEDDER_NAMES, aliases, check, model_id
 from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.api.responses import add_routes as add_responses
 from app.context import AppContext
 from app.errors import QuartetError
-
-
-def model_id(name: str) -> str:
-    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
+from app.knowledge.embedder import TextTooLong
 
 
 def require_key(request: Request, keys: list[str]) -> None:
@@ -60,56 +58,69 @@ def build_router(ctx: AppContext) -> APIRouter:
     def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": served(), "object": "model", "created": 0, "owned_by": "quartet"}]}
 
+    def answering(asked: str) -> str:
+        """The id of the model that answers a request for `asked` (404 `model_not_found` for none)."""
+        served_now = served()
+        check(asked, aliases(ctx), served_now)
+        return served_now
+
     @router.get("/models/{name}")
     def model(name: str) -> dict[str, Any]:
-        served_now = served()
-        if name != served_now:
-            raise ApiError(
-                f"there is no model {name!r} here; this appliance serves {served_now!r}",
-                kind="not_found",
-                code="model_not_found",
-                param="model",
-            )
-        return {"id": served_now, "object": "model", "created": 0, "owned_by": "quartet"}
+        return {"id": answering(name), "object": "model", "created": 0, "owned_by": "quartet"}
 
     @router.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest, http: Request) -> JSONResponse | EventSourceResponse:
-        settings = ctx.settings
+        settings, model = ctx.settings, answering(body.model)
         tool_plan = body.tool_plan()
         request = body.to_engine(
             default_max_tokens=settings.engine.max_tokens,
             default_temperature=settings.engine.temperature,
             tool_plan=tool_plan,
         )
-        shape = ChatShape(_head("chatcmpl", served()), tool_plan, logprobs=body.logprobs)
+        shape = ChatShape(_head("chatcmpl", model), tool_plan, logprobs=body.logprobs)
         return await respond(
             ctx, request, shape, stream=body.stream, include_usage=_usage(body.stream_options), client=http
         )
 
     @router.post("/completions", response_model=None)
     async def completions(body: CompletionRequest, http: Request) -> JSONResponse | EventSourceResponse:
+        model = answering(body.model)
         request = body.to_engine(
             default_max_tokens=ctx.settings.engine.max_tokens, default_temperature=ctx.settings.engine.temperature
         )
         shape = CompletionShape(
-            _head("cmpl", served()), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
+            _head("cmpl", model), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
         )
         return await respond(
             ctx, request, shape, stream=body.stream, include_usage=_usage(body.stream_options), client=http
         )
 
-    add_responses(router, ctx, served)
+    add_responses(router, ctx, answering)
 
     @router.post("/embeddings")
     def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
+        check(body.model, EMBEDDER_NAMES, "all-minilm-l6-v2")
         embed = ctx.embed
         if embed is None:
             raise QuartetError("no embedder is configured", kind="engine")
-        texts = [body.input] if isinstance(body.input, str) else body.input
+        texts = _texts(body.input)
         _check_embedding_size(
             texts, max_inputs=ctx.settings.web.embed_max_inputs, max_chars=ctx.settings.web.embed_max_chars
         )
-        vectors, tokens = embed(texts)
+        try:
+            vectors, tokens = embed(texts)
+        except TextTooLong as err:
+            raise ApiError(
+                f"input: {err}; its end would be left out of the vector: split it into parts of at most "
+                f"{err.limit} word pieces (about {err.limit * 3} characters of English) and embed each",
+                param="input",
+            ) from err
+        if body.dimensions is not None and vectors and body.dimensions != len(vectors[0]):
+            raise ApiError(
+                f"dimensions: this embedder (MiniLM) gives {len(vectors[0])} dimensions only; a shorter vector "
+                "cut from it would not be a valid embedding (MiniLM is not trained for that): leave it out",
+                param="dimensions",
+            )
         encoded: list[Any] = vectors
         if body.encoding_format == "base64":  # what the openai package asks for: little-endian float32
             encoded = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
@@ -121,6 +132,20 @@ def build_router(ctx: AppContext) -> APIRouter:
         }
 
     return router
+
+
+def _texts(given: str | list[str] | list[int] | list[list[int]]) -> list[str]:
+    """The texts to embed; token ids are refused: OpenAI's clients count them in tiktoken's cl100k vocabulary,
+    which is not MiniLM's (its word pieces would be other words), and cl100k's table is not here to decode."""
+    if isinstance(given, str):
+        return [given]
+    if all(isinstance(item, str) for item in given):
+        return [str(item) for item in given]
+    raise ApiError(
+        "input: token ids are not taken here (they would be in OpenAI's tiktoken vocabulary, not this "
+        "embedder's): send the text itself. LangChain: OpenAIEmbeddings(check_embedding_ctx_length=False)",
+        param="input",
+    )
 
 
 def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) -> None:
@@ -141,4 +166,14 @@ def _usage(options: StreamOptions | None) -> bool:
 
 
 def _head(prefix: str, model: str) -> dict[str, Any]:
-    return {"id": f"{prefix}-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": model}
+    return {
+        "id": f"{prefix}-{uuid.uuid4().hex[:24]}",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": fingerprint(model),
+    }
+
+
+def fingerprint(model: str) -> str:
+    """OpenAI's `system_fingerprint`: the same while the same model serves (a switch changes it)."""
+    return "fp_" + hashlib.sha256(f"quartet:{model}".encode()).hexdigest()[:10]

@@ -5,11 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api import tools as calling
 from app.api.errors import ApiError
 from app.engine.events import GenerationRequest, Message
+
+
+class OpenAIBody(BaseModel):
+    """A request body as OpenAI takes it: an explicit `null` for an optional field means "not given"."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
 class ChatMessage(BaseModel):
@@ -37,12 +46,12 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
-class ResponseFormat(BaseModel):
+class ResponseFormat(OpenAIBody):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: dict[str, Any] | None = None
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(OpenAIBody):
     include_usage: bool = False
 
 
@@ -51,7 +60,7 @@ class StreamOptions(BaseModel):
 UNSUPPORTED = ("logit_bias", "functions", "function_call", "audio", "prediction")
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(OpenAIBody):
     model_config = ConfigDict(extra="allow")  # unknown OpenAI options are accepted and ignored
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
@@ -165,18 +174,20 @@ def _alternating(messages: list[Message]) -> tuple[Message, ...]:
     return tuple(joined)
 
 
-class EmbeddingRequest(BaseModel):
+class EmbeddingRequest(OpenAIBody):
     model_config = ConfigDict(extra="ignore")
     model: str
-    input: str | list[str] = Field(min_length=1)
+    input: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
     encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1)
+    user: str | None = None
 
 
 # Options of /v1/completions refused by name (as for chat); best_of > 1 and n > 1 are refused as well.
 UNSUPPORTED_COMPLETION = ("logit_bias", "suffix")
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(OpenAIBody):
     """A plain text completion (/v1/completions): the prompt is the model's input as written, no chat template."""
 
     model_config = ConfigDict(extra="allow")

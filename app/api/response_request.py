@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.api.errors import ApiError
-from app.api.request_models import ChatMessage, ChatRequest, ResponseFormat
+from app.api.request_models import ChatMessage, ChatRequest, OpenAIBody, ResponseFormat
 from app.api.tools import Tool, ToolFunction
 
 # Options that would change the answer's meaning and that the appliance cannot honour: refused by name.
@@ -20,7 +20,7 @@ UNSUPPORTED = ("prompt", "conversation", "background")
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
-class ResponseTool(BaseModel):
+class ResponseTool(OpenAIBody):
     model_config = ConfigDict(extra="allow")
     type: str
     name: str | None = None
@@ -29,7 +29,7 @@ class ResponseTool(BaseModel):
     strict: bool | None = None
 
 
-class TextFormat(BaseModel):
+class TextFormat(OpenAIBody):
     model_config = ConfigDict(extra="allow")
     type: Literal["text", "json_object", "json_schema"] = "text"
     name: str | None = None
@@ -37,12 +37,12 @@ class TextFormat(BaseModel):
     strict: bool | None = None
 
 
-class TextOptions(BaseModel):
+class TextOptions(OpenAIBody):
     model_config = ConfigDict(extra="allow")
     format: TextFormat | None = None
 
 
-class ResponsesRequest(BaseModel):
+class ResponsesRequest(OpenAIBody):
     model_config = ConfigDict(extra="allow")  # unknown options (store, metadata, include...) are ignored
     model: str
     input: str | list[dict[str, Any]] = Field(min_length=1)

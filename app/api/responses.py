@@ -18,11 +18,13 @@ from app.api.response_store import ResponseStore, owner_of
 from app.context import AppContext
 
 
-def add_routes(router: APIRouter, ctx: AppContext, served: Callable[[], str]) -> None:
+def add_routes(router: APIRouter, ctx: AppContext, answering: Callable[[str], str]) -> None:
+    """The routes on `router`; `answering(name)` is the id of the model that answers for `name` (else 404)."""
     store = ResponseStore()
 
     @router.post("/responses", response_model=None)
     async def responses(body: ResponsesRequest, http: Request) -> JSONResponse | EventSourceResponse:
+        model = answering(body.model)
         owner = owner_of(http.headers.get("authorization", ""))
         earlier = list(store.get(owner, body.previous_response_id).conversation) if body.previous_response_id else []
         chat = body.chat(earlier)
@@ -37,7 +39,7 @@ def add_routes(router: APIRouter, ctx: AppContext, served: Callable[[], str]) ->
         def remember(final: dict[str, Any]) -> None:
             store.keep(owner, final, turn + as_messages(conversation(final)))
 
-        shape = ResponseShape(_echo(body, served()), tool_plan, remember)
+        shape = ResponseShape(_echo(body, model), tool_plan, remember)
         return await respond(ctx, request, shape, stream=bool(body.stream), include_usage=False, client=http)
 
     @router.get("/responses/{response_id}")

@@ -48,6 +48,10 @@ class ToolPlan:
 
 def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan | None:
     """How to ask for tool calls, or None when the request offers no tools or forbids calling them."""
+    if not tools and (choice == "required" or isinstance(choice, dict)):
+        raise ApiError(
+            "tool_choice asks for a tool call, but the request offers no tools: send tools", param="tool_choice"
+        )
     if not tools or choice == "none":
         return None
     for index, tool in enumerate(tools):
