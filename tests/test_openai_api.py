@@ -104,16 +104,16 @@ def test_a_wrong_key_is_refused_with_401(appliance: Appliance) -> None:
 
 def test_a_prompt_longer_than_the_context_is_refused_with_400(api: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
-        api.chat.completions.create(model="demo", messages=[{"role": "user", "content": "word " * 6000}], max_tokens=8)
+        api.chat.completions.create(model="demo", messages=[{"role": "user", "content": "word " * 20000}], max_tokens=8)
     assert refused.value.status_code == 400
     assert refused.value.code == "context_length_exceeded"
-    assert "context holds 4096" in str(refused.value)
+    assert "context holds 16384" in str(refused.value)
 
 
 def test_a_streamed_prompt_too_long_also_gets_400(api: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError):
         api.chat.completions.create(
-            model="demo", messages=[{"role": "user", "content": "word " * 6000}], max_tokens=8, stream=True
+            model="demo", messages=[{"role": "user", "content": "word " * 20000}], max_tokens=8, stream=True
         )
 
 
