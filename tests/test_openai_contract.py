@@ -107,3 +107,9 @@ def test_embeddings_refuse_token_ids_a_text_longer_than_the_window_and_other_dim
         api.embeddings.create(model="all-minilm-l6-v2", input="Hi", dimensions=128)
     assert caught.value.body["param"] == "dimensions"  # type: ignore[index]
     assert len(api.embeddings.create(model="all-minilm-l6-v2", input="Hi", dimensions=384).data[0].embedding) == 384
+
+
+def test_a_completion_prompt_of_token_ids_is_refused_naming_prompt(api: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="send the prompt as text") as caught:
+        api.completions.create(model="demo", prompt=[[9906, 1917]], max_tokens=2)
+    assert caught.value.body["param"] == "prompt"  # type: ignore[index]

@@ -192,7 +192,7 @@ class CompletionRequest(OpenAIBody):
 
     model_config = ConfigDict(extra="allow")
     model: str
-    prompt: str | list[str]
+    prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
@@ -208,12 +208,14 @@ class CompletionRequest(OpenAIBody):
     def text(self) -> str:
         if isinstance(self.prompt, str):
             return self.prompt
+        if any(not isinstance(item, str) for item in self.prompt):  # the engine takes the prompt as text
+            raise ApiError("prompt: token ids are not taken here yet: send the prompt as text", param="prompt")
         if len(self.prompt) != 1:
             raise ApiError(
                 f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
                 param="prompt",
             )
-        return self.prompt[0]
+        return str(self.prompt[0])
 
     def to_engine(self, *, default_max_tokens: int, default_temperature: float) -> GenerationRequest:
         refuse_unsupported(self.n, self.model_extra, UNSUPPORTED_COMPLETION)
