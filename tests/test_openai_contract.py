@@ -109,7 +109,22 @@ def test_embeddings_refuse_token_ids_a_text_longer_than_the_window_and_other_dim
     assert len(api.embeddings.create(model="all-minilm-l6-v2", input="Hi", dimensions=384).data[0].embedding) == 384
 
 
-def test_a_completion_prompt_of_token_ids_is_refused_naming_prompt(api: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="send the prompt as text") as caught:
-        api.completions.create(model="demo", prompt=[[9906, 1917]], max_tokens=2)
+def test_a_completion_prompt_of_token_ids_is_read_as_those_tokens(api: openai.OpenAI) -> None:
+    from llama_cpp import Llama
+
+    from app.settings import DEMO_MODEL
+
+    text = "The capital of France is"
+    vocab = Llama(model_path=str(DEMO_MODEL), vocab_only=True, verbose=False)
+    ids = vocab.tokenize(text.encode(), add_bos=True, special=True)
+    as_text = api.completions.create(model="demo", prompt=text, max_tokens=4, temperature=0)
+    for prompt in (ids, [ids]):
+        as_ids = api.completions.create(model="demo", prompt=prompt, max_tokens=4, temperature=0)
+        assert as_ids.choices[0].text == as_text.choices[0].text
+        assert as_ids.usage is not None and as_text.usage is not None
+        assert as_ids.usage.prompt_tokens == as_text.usage.prompt_tokens == len(ids)
+    with pytest.raises(openai.BadRequestError, match="vocabulary"):
+        api.completions.create(model="demo", prompt=[10**9], max_tokens=2)
+    with pytest.raises(openai.BadRequestError, match="one prompt per request") as caught:
+        api.completions.create(model="demo", prompt=[ids, ids], max_tokens=2)
     assert caught.value.body["param"] == "prompt"  # type: ignore[index]

@@ -205,11 +205,22 @@ class CompletionRequest(OpenAIBody):
     n: int = 1
     best_of: int | None = None
 
+    def token_ids(self) -> tuple[int, ...] | None:
+        """The prompt as token ids of the model's vocabulary (`[ids]` or `[[ids]]`), or None for text."""
+        given: list[Any] = [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+        if given and all(isinstance(i, int) for i in given):
+            return tuple(given)
+        if len(given) == 1 and isinstance(given[0], list):
+            return tuple(given[0])
+        if any(isinstance(i, list) for i in given):
+            raise ApiError(f"prompt is a list of {len(given)} token lists; send one prompt per request", param="prompt")
+        return None
+
     def text(self) -> str:
         if isinstance(self.prompt, str):
             return self.prompt
-        if any(not isinstance(item, str) for item in self.prompt):  # the engine takes the prompt as text
-            raise ApiError("prompt: token ids are not taken here yet: send the prompt as text", param="prompt")
+        if self.token_ids() is not None:
+            return ""
         if len(self.prompt) != 1:
             raise ApiError(
                 f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
@@ -230,12 +241,15 @@ class CompletionRequest(OpenAIBody):
                 "computed): leave one of them out",
                 param="echo",
             )
-        prompt = self.text()
-        if not prompt:
+        prompt, ids = self.text(), self.token_ids()
+        if not prompt and not ids:
             raise ApiError("prompt is empty", param="prompt")
+        if ids is not None and self.echo:
+            raise ApiError("echo with a prompt of token ids is not supported: send the prompt as text", param="echo")
         return GenerationRequest(
             messages=(),
             prompt=prompt,
+            prompt_ids=ids,
             max_tokens=self.max_tokens or default_max_tokens,
             temperature=default_temperature if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,
