@@ -95,7 +95,8 @@ def build_context(settings: Settings) -> AppContext:
 
 def _embed_with(embedder: Embedder) -> Callable[[list[str]], tuple[list[list[float]], int]]:
     def embed(texts: list[str]) -> tuple[list[list[float]], int]:
-        return embedder.embed(texts).tolist(), sum(embedder.count_tokens(texts))
+        counts = embedder.check_lengths(texts)  # before any work: a text the model would cut is refused
+        return embedder.embed(texts).tolist(), sum(counts)
 
     return embed
 

@@ -46,7 +46,7 @@ def stream(url: str, text: str, max_tokens: int, *, started: float | None = None
     api = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
     seen = Streamed(started if started is not None else time.perf_counter())
     chunks = api.chat.completions.create(
-        model="m",
+        model="demo",
         messages=[{"role": "user", "content": text}],
         max_tokens=max_tokens,
         temperature=0,

@@ -223,7 +223,7 @@ class Streams:
     def _stream(self, i: int) -> None:
         try:
             response = self.client.chat.completions.create(
-                model="m",
+                model="demo",
                 messages=[{"role": "user", "content": f"Count from {i} to 2000, one number per line."}],
                 max_tokens=1500,
                 temperature=0,

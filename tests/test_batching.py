@@ -65,7 +65,7 @@ def stream(
     run.started = time.monotonic()
     try:
         response = api(appliance).chat.completions.create(
-            model="m",
+            model="demo",
             messages=messages,
             max_tokens=max_tokens,
             temperature=0,

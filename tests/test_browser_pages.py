@@ -161,7 +161,7 @@ def test_a_failed_or_stopped_answer_does_not_break_the_conversation(browser: Any
     Regenerate still get answers (before: "Conversation roles must alternate…" for good)."""
     page = open_chat(browser, appliance.url, 1280, 800)
     page.locator("#new-chat").click()
-    send(page, "word " * 6000)  # far more than the 4096-token context
+    send(page, "word " * 20000)  # far more than the 16384-token context
     assert "⚠" in page.locator("#chat-status").inner_text()
     page.locator("#chat-input textarea").fill("Tell me a long story about a lighthouse keeper.")
     page.locator("#send").click()

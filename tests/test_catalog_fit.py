@@ -59,7 +59,10 @@ def make_gguf(path: Path, *, layers: int = 8, tied: bool = False) -> Path:
 
 
 def config(path: Path, **changes: object) -> EngineConfig:
-    return EngineConfig(model_path=path, model_name="made", cards=CARDS, **changes)  # type: ignore[arg-type]
+    """The made model's configuration, at 4,096 tokens unless `changes` say otherwise (the numbers below
+    are for that context, whatever the shipped default)."""
+    given: dict[str, object] = {"n_ctx": 4096} | changes
+    return EngineConfig(model_path=path, model_name="made", cards=CARDS, **given)  # type: ignore[arg-type]
 
 
 def free(mib: int) -> dict[str, catalog.CardMemory]:

@@ -131,6 +131,10 @@ class Body(BaseModel):
     n: int
 
 
+class Inputs(BaseModel):
+    input: str | list[str]
+
+
 @pytest.fixture(scope="module")
 def v1() -> TestClient:
     api = fastapi.FastAPI()
@@ -154,6 +158,10 @@ def v1() -> TestClient:
     @api.post("/v1/body")
     def body(value: Body) -> int:
         return value.n
+
+    @api.post("/v1/inputs")
+    def inputs(value: Inputs) -> int:
+        return len(value.input)
 
     return TestClient(api)
 
@@ -194,3 +202,25 @@ def test_the_gradio_wrapper_hands_the_handler_valid_text(gradio_app: str) -> Non
     done = call(gradio_app, step, ["hello \udc80 world", ["\ud800", "fine"]])  # sent as \\u escapes
     assert done["success"], done
     assert done["output"]["data"][0] == ascii(["hello \ufffd world", ["\ufffd", "fine"]])
+
+
+def test_an_unknown_v1_route_or_method_answers_in_openais_shape(v1: TestClient) -> None:
+    missing = v1.post("/v1/nothing-here", json={})
+    assert missing.status_code == 404 and set(missing.json()) == {"error"}, missing.text
+    assert "/v1/nothing-here" in missing.json()["error"]["message"]
+    wrong = v1.get("/v1/body")
+    assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "invalid_request_error", wrong.text
+    assert v1.get("/elsewhere").json() == {"detail": "Not Found"}  # outside /v1, FastAPI's own answer
+
+
+def test_a_body_that_is_not_json_or_a_union_that_fails_blames_a_field_by_its_name(v1: TestClient) -> None:
+    broken = v1.post("/v1/body", content=b'{"n": 1,', headers={"content-type": "application/json"})
+    assert broken.status_code == 400 and broken.json()["error"]["param"] is None, broken.text
+    assert "not valid JSON" in broken.json()["error"]["message"]
+    union = v1.post("/v1/inputs", json={"input": [[1, 2]]}).json()["error"]
+    assert union["param"] == "input" and ".str" not in union["message"] and "list[" not in union["message"], union
+
+
+def test_a_busy_refusal_says_when_to_retry(v1: TestClient) -> None:
+    response = v1.get("/v1/fail/busy")
+    assert response.status_code == 503 and response.headers["retry-after"].isdigit()

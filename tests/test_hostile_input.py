@@ -61,7 +61,7 @@ class Witness:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        body = {"model": "m", "prompt": "Once upon a time, in a harbour town,", "max_tokens": self.max_tokens}
+        body = {"model": "demo", "prompt": "Once upon a time, in a harbour town,", "max_tokens": self.max_tokens}
         body["stream"] = True
         with httpx.stream(
             "POST", self.appliance.url + "/v1/completions", json=body, headers=HEADERS, timeout=120
@@ -117,15 +117,15 @@ def watched(appliance: Appliance) -> Iterator[Witness]:
 def test_a_lone_surrogate_on_every_v1_entry_point_answers_and_leaves_the_worker_up(
     appliance: Appliance, watched: Witness
 ) -> None:
-    completion = post(appliance, "/v1/completions", {"model": "m", "prompt": SURROGATE, "max_tokens": 3})
+    completion = post(appliance, "/v1/completions", {"model": "demo", "prompt": SURROGATE, "max_tokens": 3})
     assert completion.status_code == 200, completion.text
     messages = [{"role": "system", "content": SURROGATE}, {"role": "user", "content": "Say hi."}]
     for chat in (messages, [{"role": "user", "content": SURROGATE}]):
-        reply = post(appliance, "/v1/chat/completions", {"model": "m", "messages": chat, "max_tokens": 3})
+        reply = post(appliance, "/v1/chat/completions", {"model": "demo", "messages": chat, "max_tokens": 3})
         assert reply.status_code == 200, reply.text
-    echoed = post(appliance, "/v1/completions", {"model": "m", "prompt": SURROGATE, "max_tokens": 1, "echo": True})
+    echoed = post(appliance, "/v1/completions", {"model": "demo", "prompt": SURROGATE, "max_tokens": 1, "echo": True})
     assert echoed.status_code == 200 and echoed.json()["choices"][0]["text"].startswith("hello \ufffd world")
-    embedded = post(appliance, "/v1/embeddings", {"model": "e", "input": [SURROGATE, "plain"]})
+    embedded = post(appliance, "/v1/embeddings", {"model": "all-minilm-l6-v2", "input": [SURROGATE, "plain"]})
     assert embedded.status_code == 200, embedded.text
     assert len(embedded.json()["data"]) == 2
 
@@ -166,7 +166,7 @@ def refused_fast(call: Any) -> tuple[Any, float]:
 
 def test_a_huge_length_bound_is_refused_at_once_on_every_path(appliance: Appliance) -> None:
     before = worker_pid(appliance)
-    chat = {"model": "m", "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8}
+    chat = {"model": "demo", "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8}
     for schema, keyword, value in ((HUGE, "maxLength", 1_000_000_000), (LONG, "minLength", 100_000_000)):
         fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
         reply, took = refused_fast(
@@ -259,7 +259,7 @@ def test_a_body_over_the_limit_gets_413_in_openais_shape(appliance: Appliance) -
 
     chunked = httpx.post(appliance.url + "/v1/chat/completions", content=chunks(), headers=HEADERS, timeout=30)
     assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "request_too_large"
-    fine = post(appliance, "/v1/completions", {"model": "m", "prompt": "Hi", "max_tokens": 2})
+    fine = post(appliance, "/v1/completions", {"model": "demo", "prompt": "Hi", "max_tokens": 2})
     assert fine.status_code == 200, fine.text
 
 
@@ -268,9 +268,9 @@ def test_huge_prompts_are_refused_at_once_and_another_stream_keeps_its_pace(appl
     stream stalled 51.8 s): their size alone now refuses them, before the engine sees them."""
     huge = "harbour " * 1_300_000  # 10.4 MB of text: far more than any context holds
     bodies = [
-        ("/v1/completions", {"model": "m", "prompt": huge, "max_tokens": 4}),
-        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": huge}], "max_tokens": 4}),
-        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "system", "content": huge}], "max_tokens": 4}),
+        ("/v1/completions", {"model": "demo", "prompt": huge, "max_tokens": 4}),
+        ("/v1/chat/completions", {"model": "demo", "messages": [{"role": "user", "content": huge}], "max_tokens": 4}),
+        ("/v1/chat/completions", {"model": "demo", "messages": [{"role": "system", "content": huge}], "max_tokens": 4}),
     ]
     with Witness(appliance, max_tokens=240) as witness:
         for path, body in bodies:

@@ -10,7 +10,7 @@ import openai
 import pytest
 from gradio_client import Client
 
-from tests.harness import API_KEY, Appliance
+from tests.harness import API_KEY, Appliance, metric
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_streaming_chat_arrives_in_pieces(api: openai.OpenAI) -> None:
 def test_stop_sequences_end_the_answer(api: openai.OpenAI) -> None:
     free = (
         api.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0
+            model="demo", messages=[{"role": "user", "content": "Write a short poem."}], max_tokens=40, temperature=0
         )
         .choices[0]
         .message.content
@@ -68,7 +68,7 @@ def test_stop_sequences_end_the_answer(api: openai.OpenAI) -> None:
     cut = next((w for w in free.split()[2:] if len(w) > 2), None)
     assert cut, free
     stopped = api.chat.completions.create(
-        model="m",
+        model="demo",
         messages=[{"role": "user", "content": "Write a short poem."}],
         max_tokens=40,
         temperature=0,
@@ -86,7 +86,7 @@ def test_json_schema_response_validates(api: openai.OpenAI) -> None:
         "additionalProperties": False,
     }
     reply = api.chat.completions.create(
-        model="m",
+        model="demo",
         messages=[{"role": "user", "content": "Give a city and its population as JSON."}],
         max_tokens=80,
         temperature=0,
@@ -104,27 +104,27 @@ def test_a_wrong_key_is_refused_with_401(appliance: Appliance) -> None:
 
 def test_a_prompt_longer_than_the_context_is_refused_with_400(api: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
-        api.chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 6000}], max_tokens=8)
+        api.chat.completions.create(model="demo", messages=[{"role": "user", "content": "word " * 20000}], max_tokens=8)
     assert refused.value.status_code == 400
     assert refused.value.code == "context_length_exceeded"
-    assert "context holds 4096" in str(refused.value)
+    assert "context holds 16384" in str(refused.value)
 
 
 def test_a_streamed_prompt_too_long_also_gets_400(api: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError):
         api.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "word " * 6000}], max_tokens=8, stream=True
+            model="demo", messages=[{"role": "user", "content": "word " * 20000}], max_tokens=8, stream=True
         )
 
 
 def test_malformed_requests_get_openai_shaped_400s(appliance: Appliance) -> None:
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    for body in ({"model": "m"}, {"model": "m", "messages": []}, {"model": "m", "messages": [{"role": "x"}]}):
+    for body in ({"model": "demo"}, {"model": "demo", "messages": []}, {"model": "demo", "messages": [{"role": "x"}]}):
         response = httpx.post(appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
         assert response.status_code == 400, body
         assert response.json()["error"]["type"] == "invalid_request_error"
     bad_schema = {
-        "model": "m",
+        "model": "demo",
         "messages": [{"role": "user", "content": "x"}],
         "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}},
     }
@@ -138,7 +138,7 @@ def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appli
 
     headers = {"Authorization": f"Bearer {API_KEY}"}
     body = {
-        "model": "m",
+        "model": "demo",
         "messages": [{"role": "user", "content": "Tell a very long story."}],
         "max_tokens": 2000,
         "stream": True,
@@ -152,6 +152,22 @@ def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appli
     wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
     last = status.predict(api_name="/status")["last_stats"]
     assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000
+
+
+def test_a_non_streaming_client_that_goes_away_cancels_its_answer(appliance: Appliance) -> None:
+    from tests.harness import wait_until
+
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    body = {"model": "demo", "messages": [{"role": "user", "content": "Tell a very long story."}], "max_tokens": 2000}
+    status = Client(appliance.url, verbose=False)
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up, as an SDK's timeout does
+        httpx.post(
+            appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=httpx.Timeout(30, read=2)
+        )
+    wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
+    last = status.predict(api_name="/status")["last_stats"]
+    assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000, last
+    assert metric(appliance, "quartet_engine_running_answers") == 0
 
 
 def test_embeddings_come_from_the_knowledge_bases_embedder(api: openai.OpenAI) -> None:
@@ -187,7 +203,7 @@ def test_a_card_that_is_down_gives_500_card_down_naming_it(api: openai.OpenAI, a
         wait_until(lambda: get_json(appliance.url + "/health")["engine"] != "ready", timeout=10, every=0.1)
         started = time.monotonic()
         with pytest.raises(openai.InternalServerError) as failure:
-            api.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
+            api.chat.completions.create(model="demo", messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
         assert time.monotonic() - started < 5
         body = failure.value.body
         assert isinstance(body, dict) and body["code"] == "card_down", body
@@ -196,17 +212,17 @@ def test_a_card_that_is_down_gives_500_card_down_naming_it(api: openai.OpenAI, a
         cards.start(victim)
         cards.wait_healthy(victim)
         wait_until(lambda: get_json(appliance.url + "/health")["engine"] == "ready", timeout=120, every=0.5)
-    reply = api.chat.completions.create(model="any", messages=[{"role": "user", "content": "Back?"}], max_tokens=8)
+    reply = api.chat.completions.create(model="demo", messages=[{"role": "user", "content": "Back?"}], max_tokens=8)
     assert reply.choices[0].message.content
 
 
 def test_a_follow_up_reports_the_prompt_tokens_its_slot_already_held(api: openai.OpenAI) -> None:
     history = [{"role": "user", "content": "Remember the word lantern. " + "Some words to carry along. " * 40}]
-    first = api.chat.completions.create(model="m", messages=history, max_tokens=8, temperature=0)  # type: ignore[arg-type]
+    first = api.chat.completions.create(model="demo", messages=history, max_tokens=8, temperature=0)  # type: ignore[arg-type]
     assert first.usage is not None and first.usage.prompt_tokens > 200
     answer = first.choices[0].message.content or ""
     follow = [*history, {"role": "assistant", "content": answer}, {"role": "user", "content": "Which word?"}]
-    again = api.chat.completions.create(model="m", messages=follow, max_tokens=8, temperature=0)  # type: ignore[arg-type]
+    again = api.chat.completions.create(model="demo", messages=follow, max_tokens=8, temperature=0)  # type: ignore[arg-type]
     assert again.usage is not None and again.usage.prompt_tokens_details is not None
     cached = again.usage.prompt_tokens_details.cached_tokens or 0
     assert first.usage.prompt_tokens - 10 <= cached < again.usage.prompt_tokens

@@ -155,6 +155,20 @@ def test_a_conversation_with_calls_and_their_results_goes_on(api: openai.OpenAI)
     assert reply.choices[0].message.content
 
 
+def test_a_call_cut_by_max_tokens_never_leaks_its_json_into_content(api: openai.OpenAI) -> None:
+    cut: dict[str, Any] = REQUIRED_WEATHER | {"max_tokens": 6}  # `{"tool_calls": [{"name": "get_` and no more
+    reply = api.chat.completions.create(model=model(api), **cut)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "length" and not choice.message.tool_calls, choice
+    assert "{" not in (choice.message.content or "") and "tool_calls" not in (choice.message.content or "")
+    streamed = "".join(
+        chunk.choices[0].delta.content or ""
+        for chunk in api.chat.completions.create(model=model(api), stream=True, **cut)
+        if chunk.choices
+    )
+    assert "{" not in streamed and "tool_calls" not in streamed, streamed
+
+
 def test_what_cannot_be_honoured_is_refused_by_name(api: openai.OpenAI, appliance: Appliance) -> None:
     broken: ChatCompletionFunctionToolParam = {
         "type": "function",

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.api import errors
 from app.api.tools import ToolPlan, Words, reply
 from app.engine.events import Done, Token, TokenLogprob
+from app.errors import QuartetError
 
 
 class ChatShape:
     """A chat completion (`chat.completion`, or `chat.completion.chunk` events when streamed)."""
+
+    named_events = False
 
     def __init__(self, head: dict[str, Any], tool_plan: ToolPlan | None, *, logprobs: bool) -> None:
         self.head, self.tool_plan, self.logprobs = head, tool_plan, logprobs
@@ -53,6 +57,9 @@ class ChatShape:
             finish = "tool_calls" if calls else finish
         return [*chunks, self._chunk({}, finish)]
 
+    def failed(self, err: QuartetError) -> dict[str, Any]:
+        return errors.body(err)
+
     def usage_chunk(self, done: Done) -> dict[str, Any]:
         return self.head | {"object": "chat.completion.chunk", "choices": [], "usage": usage(done)}
 
@@ -70,6 +77,8 @@ class ChatShape:
 
 class CompletionShape:
     """A text completion (`text_completion`, whole or as chunks); `echo` puts the prompt before the answer."""
+
+    named_events = False
 
     def __init__(self, head: dict[str, Any], *, echo: str | None, logprobs: bool) -> None:
         self.head, self.echo, self.logprobs = head, echo, logprobs
@@ -98,6 +107,9 @@ class CompletionShape:
 
     def closing(self, done: Done) -> list[dict[str, Any]]:
         return [self._chunk("", finish_reason(done))]
+
+    def failed(self, err: QuartetError) -> dict[str, Any]:
+        return errors.body(err)
 
     def usage_chunk(self, done: Done) -> dict[str, Any]:
         return self.head | {"object": "text_completion", "choices": [], "usage": usage(done)}

@@ -10,11 +10,14 @@ its last event instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import fastapi
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import Kind, QuartetError
 
@@ -45,6 +48,8 @@ CODES: dict[Kind, str] = {
     "engine": "engine_unavailable",
     "timeout": "timeout",
 }
+
+RETRY_AFTER_S = "2"  # seconds, sent with a 503 busy
 
 
 class ApiError(QuartetError):
@@ -79,11 +84,43 @@ def install(api: fastapi.FastAPI) -> None:
 
     @api.exception_handler(QuartetError)
     def refused(_request: fastapi.Request, err: QuartetError) -> JSONResponse:
-        return JSONResponse(body(err), status_code=status(err))
+        busy = err.kind == "busy"  # the SDKs wait this long before their retry, rather than at once
+        return JSONResponse(
+            body(err), status_code=status(err), headers={"Retry-After": RETRY_AFTER_S} if busy else None
+        )
 
     @api.exception_handler(RequestValidationError)
     def invalid(_request: fastapi.Request, err: RequestValidationError) -> JSONResponse:
-        first = err.errors()[0] if err.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ())[1:])
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
-        return refused(_request, ApiError(message, param=where or None))
+        return refused(_request, validation_error(err.errors()))
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(request: fastapi.Request, err: StarletteHTTPException) -> Response:
+        """Under /v1, an unknown route or method in OpenAI's shape; elsewhere FastAPI's own answer."""
+        if not request.url.path.startswith("/v1/") or err.status_code not in (404, 405):
+            return await http_exception_handler(request, err)
+        if err.status_code == 404:
+            message = f"there is no route {request.url.path} here: see GET /v1/models and docs/api.md"
+        else:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        return JSONResponse({"error": error}, status_code=err.status_code, headers=err.headers)
+
+
+# pydantic names the member of a union it tried (`input.str`, `prompt.list[str]`): not a field of the request.
+_TYPE_NAMES = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
+def validation_error(problems: Sequence[Any]) -> ApiError:
+    """A request body that does not validate, in words, blaming the request's field (never `1` or `input.str`)."""
+    first = problems[0] if problems else {}
+    if first.get("type") == "json_invalid":
+        return ApiError(f"the request body is not valid JSON ({first.get('ctx', {}).get('error', 'syntax error')})")
+    path = [p for p in first.get("loc", ())[1:] if isinstance(p, int) or not _is_type_name(str(p))]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
+    field = next((str(p) for p in path if not isinstance(p, int)), None)
+    return ApiError(message, param=field)
+
+
+def _is_type_name(part: str) -> bool:
+    return part.lower() in _TYPE_NAMES or "[" in part or part.startswith(("function-", "json-or-python"))

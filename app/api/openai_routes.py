@@ -8,38 +8,26 @@ before any token still gets a real status.
 from __future__ import annotations
 
 import base64
-import json
-import re
+import hashlib
 import struct
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from fastapi.sse import EventSourceResponse, format_sse_event
+from fastapi.sse import EventSourceResponse
 
-from app.api import errors
-from app.api.answers import ChatShape, CompletionShape, Shape
+from app.api.answers import ChatShape, CompletionShape
 from app.api.errors import ApiError
+from app.api.following import respond
 from app.api.gate import key_allowed, key_refused
+from app.api.model_names import EMBEDDER_NAMES, aliases, check, model_id
 from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
+from app.api.responses import add_routes as add_responses
 from app.context import AppContext
-from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token, TokenLogprob
-from app.engine.follow import follow
-from app.engine.ticket import Ticket
 from app.errors import QuartetError
-
-
-def model_id(name: str) -> str:
-    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
-
-
-def failure(event: Failed) -> QuartetError:
-    """An answer's end as an error (of its kind), for the one translation in app/api/errors.py."""
-    return QuartetError(event.message, kind=event.kind, card=event.card)
+from app.knowledge.embedder import TextTooLong
 
 
 def require_key(request: Request, keys: list[str]) -> None:
@@ -63,68 +51,69 @@ def build_router(ctx: AppContext) -> APIRouter:
     def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": served(), "object": "model", "created": 0, "owned_by": "quartet"}]}
 
+    def answering(asked: str) -> str:
+        """The id of the model that answers a request for `asked` (404 `model_not_found` for none)."""
+        served_now = served()
+        check(asked, aliases(ctx), served_now)
+        return served_now
+
     @router.get("/models/{name}")
     def model(name: str) -> dict[str, Any]:
-        served_now = served()
-        if name != served_now:
-            raise ApiError(
-                f"there is no model {name!r} here; this appliance serves {served_now!r}",
-                kind="not_found",
-                code="model_not_found",
-                param="model",
-            )
-        return {"id": served_now, "object": "model", "created": 0, "owned_by": "quartet"}
+        return {"id": answering(name), "object": "model", "created": 0, "owned_by": "quartet"}
 
     @router.post("/chat/completions", response_model=None)
-    async def chat(body: ChatRequest) -> JSONResponse | EventSourceResponse:
-        settings = ctx.settings
+    async def chat(body: ChatRequest, http: Request) -> JSONResponse | EventSourceResponse:
+        settings, model = ctx.settings, answering(body.model)
         tool_plan = body.tool_plan()
         request = body.to_engine(
             default_max_tokens=settings.engine.max_tokens,
             default_temperature=settings.engine.temperature,
             tool_plan=tool_plan,
         )
-        shape = ChatShape(_head("chatcmpl", served()), tool_plan, logprobs=body.logprobs)
-        return await answer(request, shape, stream=body.stream, options=body.stream_options)
+        shape = ChatShape(_head("chatcmpl", model), tool_plan, logprobs=body.logprobs)
+        return await respond(
+            ctx, request, shape, stream=body.stream, include_usage=_usage(body.stream_options), client=http
+        )
 
     @router.post("/completions", response_model=None)
-    async def completions(body: CompletionRequest) -> JSONResponse | EventSourceResponse:
+    async def completions(body: CompletionRequest, http: Request) -> JSONResponse | EventSourceResponse:
+        model = answering(body.model)
         request = body.to_engine(
             default_max_tokens=ctx.settings.engine.max_tokens, default_temperature=ctx.settings.engine.temperature
         )
         shape = CompletionShape(
-            _head("cmpl", served()), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
+            _head("cmpl", model), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None
         )
-        return await answer(request, shape, stream=body.stream, options=body.stream_options)
+        return await respond(
+            ctx, request, shape, stream=body.stream, include_usage=_usage(body.stream_options), client=http
+        )
 
-    async def answer(
-        request: GenerationRequest, shape: Shape, *, stream: bool, options: StreamOptions | None
-    ) -> JSONResponse | EventSourceResponse:
-        try:
-            ticket = ctx.engine.submit(request)
-        except EngineError as err:
-            waiting = ctx.engine.status().queue.waiting
-            if err.kind == "busy" and waiting:
-                raise QuartetError(f"{err.message} (queue position would be {waiting + 1})", kind="busy") from err
-            raise
-        followed = _Answer(ctx, ticket, shape)
-        first = await followed.first()
-        if isinstance(first, Failed):
-            raise failure(first)
-        if stream:
-            return EventSourceResponse(followed.sse(first, bool(options and options.include_usage)))
-        return JSONResponse(await followed.whole(first))
+    add_responses(router, ctx, answering)
 
     @router.post("/embeddings")
     def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
+        check(body.model, EMBEDDER_NAMES, "all-minilm-l6-v2")
         embed = ctx.embed
         if embed is None:
             raise QuartetError("no embedder is configured", kind="engine")
-        texts = [body.input] if isinstance(body.input, str) else body.input
+        texts = _texts(body.input)
         _check_embedding_size(
             texts, max_inputs=ctx.settings.web.embed_max_inputs, max_chars=ctx.settings.web.embed_max_chars
         )
-        vectors, tokens = embed(texts)
+        try:
+            vectors, tokens = embed(texts)
+        except TextTooLong as err:
+            raise ApiError(
+                f"input: {err}; its end would be left out of the vector: split it into parts of at most "
+                f"{err.limit} word pieces (about {err.limit * 3} characters of English) and embed each",
+                param="input",
+            ) from err
+        if body.dimensions is not None and vectors and body.dimensions != len(vectors[0]):
+            raise ApiError(
+                f"dimensions: this embedder (MiniLM) gives {len(vectors[0])} dimensions only; a shorter vector "
+                "cut from it would not be a valid embedding (MiniLM is not trained for that): leave it out",
+                param="dimensions",
+            )
         encoded: list[Any] = vectors
         if body.encoding_format == "base64":  # what the openai package asks for: little-endian float32
             encoded = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
@@ -136,6 +125,20 @@ def build_router(ctx: AppContext) -> APIRouter:
         }
 
     return router
+
+
+def _texts(given: str | list[str] | list[int] | list[list[int]]) -> list[str]:
+    """The texts to embed; token ids are refused: OpenAI's clients count them in tiktoken's cl100k vocabulary,
+    which is not MiniLM's (its word pieces would be other words), and cl100k's table is not here to decode."""
+    if isinstance(given, str):
+        return [given]
+    if all(isinstance(item, str) for item in given):
+        return [str(item) for item in given]
+    raise ApiError(
+        "input: token ids are not taken here (they would be in OpenAI's tiktoken vocabulary, not this "
+        "embedder's): send the text itself. LangChain: OpenAIEmbeddings(check_embedding_ctx_length=False)",
+        param="input",
+    )
 
 
 def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) -> None:
@@ -151,66 +154,19 @@ def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) 
         )
 
 
-class _Answer:
-    """One answer followed from the engine's queue to the client, in the shape of its route."""
-
-    def __init__(self, ctx: AppContext, ticket: Ticket, shape: Shape) -> None:
-        self.ctx, self.ticket, self.shape = ctx, ticket, shape
-        self.finished = False
-        self.events = follow(ticket)
-
-    async def next(self) -> Event:
-        """The next token or end; a client that leaves meanwhile is let go at once (the answer is cancelled)."""
-        while True:
-            event = await anyio.to_thread.run_sync(next, self.events, None, abandon_on_cancel=True)
-            if event is None:
-                event = Failed("the answer ended without a word from the engine")
-            if not isinstance(event, Queued | Reading):
-                self.finished = isinstance(event, Done | Failed)
-                return event
-
-    async def first(self) -> Event:
-        try:
-            return await self.next()
-        except BaseException:
-            self.ctx.engine.cancel(self.ticket)  # the client left while waiting
-            raise
-
-    async def whole(self, event: Event) -> dict[str, Any]:
-        text, logprobs = "", list[TokenLogprob]()
-        while isinstance(event, Token):
-            text += event.text
-            logprobs += event.logprobs
-            event = await self.next()
-        if isinstance(event, Failed):
-            raise failure(event)
-        assert isinstance(event, Done)
-        return self.shape.whole(text, logprobs, event)
-
-    async def sse(self, event: Event, include_usage: bool) -> AsyncIterator[bytes]:
-        try:
-            for data in self.shape.opening():
-                yield _sse(data)
-            while isinstance(event, Token):
-                for data in self.shape.token(event):
-                    yield _sse(data)
-                event = await self.next()
-            if isinstance(event, Failed):
-                yield _sse(errors.body(failure(event)))
-            elif isinstance(event, Done):
-                for data in self.shape.closing(event):
-                    yield _sse(data)
-                if include_usage:  # the last chunk: usage, no choices
-                    yield _sse(self.shape.usage_chunk(event))
-            yield format_sse_event(data_str="[DONE]")
-        finally:
-            if not self.finished:
-                self.ctx.engine.cancel(self.ticket)  # the client went away mid-answer
-
-
-def _sse(data: dict[str, Any]) -> bytes:
-    return format_sse_event(data_str=json.dumps(data, ensure_ascii=False))
+def _usage(options: StreamOptions | None) -> bool:
+    return bool(options and options.include_usage)
 
 
 def _head(prefix: str, model: str) -> dict[str, Any]:
-    return {"id": f"{prefix}-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": model}
+    return {
+        "id": f"{prefix}-{uuid.uuid4().hex[:24]}",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": fingerprint(model),
+    }
+
+
+def fingerprint(model: str) -> str:
+    """OpenAI's `system_fingerprint`: the same while the same model serves (a switch changes it)."""
+    return "fp_" + hashlib.sha256(f"quartet:{model}".encode()).hexdigest()[:10]

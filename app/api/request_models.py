@@ -23,6 +23,16 @@ class RequestBody(BaseModel):
         return valid_values(data)
 
 
+class OpenAIBody(RequestBody):
+    """A request body as OpenAI takes it: its text made valid (RequestBody), and an explicit `null` for an
+    optional field means "not given"."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
@@ -48,12 +58,12 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
-class ResponseFormat(BaseModel):
+class ResponseFormat(OpenAIBody):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: dict[str, Any] | None = None
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(OpenAIBody):
     include_usage: bool = False
 
 
@@ -62,7 +72,7 @@ class StreamOptions(BaseModel):
 UNSUPPORTED = ("logit_bias", "functions", "function_call", "audio", "prediction")
 
 
-class ChatRequest(RequestBody):
+class ChatRequest(OpenAIBody):
     model_config = ConfigDict(extra="allow")  # unknown OpenAI options are accepted and ignored
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
@@ -107,9 +117,16 @@ class ChatRequest(RequestBody):
         messages = [m.for_model() for m in self.messages]
         if tool_plan is not None:
             messages.insert(0, Message("system", tool_plan.instruction))
-        if tool_plan is not None and self.response_format and self.response_format.type != "text":
+        # A forced call answers in calls, so a format (the Agents SDK's output_type) has nothing to shape.
+        if (
+            tool_plan is not None
+            and tool_plan.may_answer
+            and self.response_format
+            and self.response_format.type != "text"
+        ):
             raise ApiError(
-                "response_format and tools cannot be used together",
+                "response_format and tools under tool_choice 'auto' cannot be used together here: force the "
+                "call (tool_choice 'required' or a named function), or send the formatted turn without tools",
                 param="response_format",
             )
         if tool_plan is not None:
@@ -172,23 +189,25 @@ def _alternating(messages: list[Message]) -> tuple[Message, ...]:
     return tuple(joined)
 
 
-class EmbeddingRequest(RequestBody):
+class EmbeddingRequest(OpenAIBody):
     model_config = ConfigDict(extra="ignore")
     model: str
-    input: str | list[str] = Field(min_length=1)
+    input: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
     encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1)
+    user: str | None = None
 
 
 # Options of /v1/completions refused by name (as for chat); best_of > 1 and n > 1 are refused as well.
 UNSUPPORTED_COMPLETION = ("logit_bias", "suffix")
 
 
-class CompletionRequest(RequestBody):
+class CompletionRequest(OpenAIBody):
     """A plain text completion (/v1/completions): the prompt is the model's input as written, no chat template."""
 
     model_config = ConfigDict(extra="allow")
     model: str
-    prompt: str | list[str]
+    prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
@@ -201,15 +220,28 @@ class CompletionRequest(RequestBody):
     n: int = 1
     best_of: int | None = None
 
+    def token_ids(self) -> tuple[int, ...] | None:
+        """The prompt as token ids of the model's vocabulary (`[ids]` or `[[ids]]`), or None for text."""
+        given: list[Any] = [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+        if given and all(isinstance(i, int) for i in given):
+            return tuple(given)
+        if len(given) == 1 and isinstance(given[0], list):
+            return tuple(given[0])
+        if any(isinstance(i, list) for i in given):
+            raise ApiError(f"prompt is a list of {len(given)} token lists; send one prompt per request", param="prompt")
+        return None
+
     def text(self) -> str:
         if isinstance(self.prompt, str):
             return self.prompt
+        if self.token_ids() is not None:
+            return ""
         if len(self.prompt) != 1:
             raise ApiError(
                 f"prompt is a list of {len(self.prompt)} texts; send one prompt per request",
                 param="prompt",
             )
-        return self.prompt[0]
+        return str(self.prompt[0])
 
     def to_engine(self, *, default_max_tokens: int, default_temperature: float) -> GenerationRequest:
         refuse_unsupported(self.n, self.model_extra, UNSUPPORTED_COMPLETION)
@@ -224,12 +256,15 @@ class CompletionRequest(RequestBody):
                 "computed): leave one of them out",
                 param="echo",
             )
-        prompt = self.text()
-        if not prompt:
+        prompt, ids = self.text(), self.token_ids()
+        if not prompt and not ids:
             raise ApiError("prompt is empty", param="prompt")
+        if ids is not None and self.echo:
+            raise ApiError("echo with a prompt of token ids is not supported: send the prompt as text", param="echo")
         return GenerationRequest(
             messages=(),
             prompt=prompt,
+            prompt_ids=ids,
             max_tokens=self.max_tokens or default_max_tokens,
             temperature=default_temperature if self.temperature is None else self.temperature,
             top_p=1.0 if self.top_p is None else self.top_p,

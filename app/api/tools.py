@@ -49,6 +49,10 @@ class ToolPlan:
 
 def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan | None:
     """How to ask for tool calls, or None when the request offers no tools or forbids calling them."""
+    if not tools and (choice == "required" or isinstance(choice, dict)):
+        raise ApiError(
+            "tool_choice asks for a tool call, but the request offers no tools: send tools", param="tool_choice"
+        )
     if not tools or choice == "none":
         return None
     for index, tool in enumerate(tools):
@@ -113,12 +117,12 @@ def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]
     """The answer's words, or its tool calls in OpenAI's shape (ids made here, arguments as JSON text)."""
     try:
         answer = json.loads(text)
-    except ValueError:  # cut by max_tokens: the calls written whole, else what was written, as words
+    except ValueError:  # cut by max_tokens: the calls written whole, else the words written (never the JSON)
         words = Words()
         words.feed(text)
         answer = {"tool_calls": whole} if (whole := _whole_calls(text)) else None
         if answer is None:
-            return (words.sent if words.speaking else text), []
+            return (words.sent if words.speaking else None), []
     if isinstance(answer, dict) and isinstance(answer.get("tool_calls"), list):
         calls = [
             {

@@ -22,7 +22,7 @@ DEMO_MODEL = CACHE_DIR / "models" / "gemma-3-270m-q4_k_m.gguf"
 LOCAL_CARDS = tuple(f"127.0.0.1:{port}" for port in range(25052, 25056))
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "assets" / "chat_templates"
 # Defaults other modules start from (a request's, a catalog entry's): declared here, used there.
-N_CTX = 4096
+N_CTX = 16384  # an agent's first request (OpenCode: ten tools and its prompt, ~7,200 tokens) with room to work
 KV_TYPE = "f16"
 MAX_TOKENS = 512
 TEMPERATURE = 0.7

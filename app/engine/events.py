@@ -31,6 +31,7 @@ class GenerationRequest:
     json_schema: str | None = None  # constrain the answer to JSON matching this schema ("{}" = any object)
     background: bool = False  # batch work (extraction, summary parts): takes at most `background_slots` slots
     prompt: str | None = None  # a plain text completion: this text tokenized as is (no chat template, no messages)
+    prompt_ids: tuple[int, ...] | None = None  # a plain completion given as the model's own token ids (prompt "")
     logprobs: int | None = None  # report each token's log-probability and this many likeliest alternatives
     tools: str | None = None  # tools offered (OpenAI's JSON): given to a chat template that renders `tools`
     tools_text: str = ""  # else these words describing them go first in the system message

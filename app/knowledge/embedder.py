@@ -21,6 +21,14 @@ import numpy as np
 PACKAGED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
+class TextTooLong(ValueError):
+    """A text longer than the model reads: embedding it would silently drop its end."""
+
+    def __init__(self, index: int, tokens: int, limit: int) -> None:
+        super().__init__(f"text {index} is {tokens} word pieces; the embedder reads at most {limit}")
+        self.index, self.tokens, self.limit = index, tokens, limit
+
+
 class Embedder:
     def __init__(
         self, model_dir: Path, *, name: str | None = None, batch_size: int = 16, threads: int = 1, device: str = "cpu"
@@ -81,6 +89,15 @@ class Embedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def check_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces per text; `TextTooLong` for the first that the model would cut."""
+        counts = self.count_tokens(texts)
+        limit = self.max_tokens
+        for index, count in enumerate(counts):
+            if count > limit:
+                raise TextTooLong(index, count, limit)
+        return counts
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text, without the special tokens; one batched call."""

@@ -202,6 +202,13 @@ class Engine:
 
     def _prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], list[str]]:
         assert self._llm is not None and self._formatter is not None
+        if request.prompt_ids is not None:  # token ids as a client sent them: read as they are
+            vocab = self._llm.n_vocab()
+            if any(not 0 <= i < vocab for i in request.prompt_ids):
+                raise EngineError(
+                    f"prompt: a token id is not in the model's vocabulary (0 to {vocab - 1})", kind="request"
+                )
+            return list(request.prompt_ids), list(request.stop)
         if request.prompt is not None:  # a plain completion: the text as the client wrote it (special tokens too)
             return self._llm.tokenize(_utf8(request.prompt), add_bos=True, special=True), list(request.stop)
         messages = [{"role": m.role, "content": m.content} for m in request.messages]

@@ -163,7 +163,8 @@ class UpstreamBackend:
         if request.prompt is not None:
             if not probed.completions:
                 raise EngineError(f"{self._client.name()} takes chat messages only, not a plain prompt", kind="request")
-            return "completions", {**body, "prompt": request.prompt}
+            prompt = list(request.prompt_ids) if request.prompt_ids is not None else request.prompt
+            return "completions", {**body, "prompt": prompt}
         return "chat/completions", {**body, "messages": _messages(request)}
 
     # -- counts and health -----------------------------------------------------------------------
@@ -173,6 +174,8 @@ class UpstreamBackend:
         a message for its template), else an estimate on the safe side (a token per three bytes)."""
         if isinstance(item, str):
             return self._text_tokens(item)
+        if item.prompt_ids is not None:
+            return len(item.prompt_ids)
         texts = [item.prompt] if item.prompt is not None else [m["content"] for m in _messages(item)]
         return sum(self._text_tokens(text) + 4 for text in texts) + 3
 
