@@ -115,9 +115,13 @@ class Appliance:
     def start(self, timeout: float = 180.0) -> None:
         self.starts += 1
         log = open(self.log_dir / f"app-{self.starts}.log", "wb")  # noqa: SIM115
-        command = [sys.executable, "-m", "app"]
+        command = [sys.executable, "-m", "app", "--die-with-parent"]  # a test run that dies takes its app along
         self.proc = subprocess.Popen(command, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
-        self.wait_ready(timeout)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:  # one that never got ready must not outlive the test that started it
+            self.stop()
+            raise
 
     def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from app.engine.lifecycle import die_with_parent
 from app.settings import DEMO_MODEL
 from tests.harness import get_json
 
@@ -38,7 +39,8 @@ class LlamaCppServer:
             "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.n_ctx), "--n_threads", "1",
         ]  # fmt: skip
-        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # dies with the test run, however it ends (a server left behind would hold the port for the next run)
+        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
