@@ -26,6 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from app.backup import Places
 from app.endpoint import Endpoint
 from app.engine.engine_config import CACHE_DIR, DEMO_MODEL, EngineConfig
 from app.knowledge.options import KnowledgeOptions
@@ -33,6 +34,7 @@ from app.settings_renamed import moved_keys, renamed_variables
 
 __all__ = ["CACHE_DIR", "DEMO_MODEL", "Settings", "SettingsInvalid", "env_name", "is_loopback", "leaves", "load"]
 PREFIX = "QUARTET_"
+PAGE_SETTINGS = "admin-settings.toml"  # in data_dir: what the admin page changed (app/page_settings.py)
 
 
 class _Section(BaseModel):
@@ -121,6 +123,14 @@ class LocalCardsSettings(_Section):
     )
 
 
+class BackupSettings(_Section):
+    dir: Path | None = Field(
+        None, description="Folder for scheduled backups (a USB disk mounted on the box); unset = none scheduled."
+    )
+    every_h: float = Field(24.0, gt=0, description="Hours between scheduled backups (the first one after that long).")
+    keep: int = Field(7, ge=1, description="Scheduled backups kept in `dir`; older ones are deleted.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, env_nested_delimiter="__", extra="forbid")
 
@@ -139,6 +149,9 @@ class Settings(BaseSettings):
     )
     telemetry: TelemetrySettings = Field(
         default_factory=TelemetrySettings, description="Card health checks and temperatures."
+    )
+    backup: BackupSettings = Field(
+        default_factory=BackupSettings, description="Scheduled backups (the admin page downloads and restores them)."
     )
     local_cards: LocalCardsSettings = Field(
         default_factory=LocalCardsSettings, description="The card agents `python -m launcher` starts on this machine."
@@ -186,6 +199,11 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.data_dir / "quartet.db"
+
+    @property
+    def places(self) -> Places:
+        """Where the state a backup holds lives."""
+        return Places(self.data_dir, self.db_path, self.knowledge.dir, self.data_dir / PAGE_SETTINGS)
 
     def health_url(self, card: str) -> str:
         return Endpoint.parse(card).health_url(self.engine.health_offset)

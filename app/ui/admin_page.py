@@ -1,7 +1,8 @@
 """The admin page (/admin): log in (Enter works), see the catalog and whether each model fits, switch
-models, change engine settings and cards, read the admin log. Not linked from the user pages; every
-step checks the session's token on the server, the catalog and log included. Long actions run as jobs
-of the admin service; a timer shows their progress, the engine's state and the cards live."""
+models, change engine settings and cards, take and restore backups, read the logs and the admin log.
+Not linked from the user pages; every step checks the session's token on the server, the catalog and
+log included. Long actions run as jobs of the admin service; a timer shows their progress, the engine's
+state and the cards live."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 from app.admin import AdminDenied, AdminService
 from app.errors import Refused
 from app.telemetry.views import ApplianceStatus
-from app.ui import panels
+from app.ui import admin_backup, panels
 from app.ui.callers import client_address
 from app.ui.errors import explained
 
@@ -88,6 +89,7 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                     restart = gr.Button("Restart engine", elem_id="restart-engine")
                 pings = gr.Dataframe(interactive=False, label="Ping", elem_id="pings")
                 gr.Markdown("Changes last until the app restarts; to keep them, set `cards` in the settings file.")
+            admin_backup.add(admin, token)
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
         timer = gr.Timer(_EVERY_S, active=False)
 
