@@ -44,10 +44,8 @@ TEMPLATES = PROMPTS.parent / "schemas"
 _LOAD_WAIT_S = 600.0
 
 
-def build_context(settings: Settings) -> AppContext:
-    restored = backup.apply_pending(settings.places)  # a restore staged on the admin page, before anything opens
-    if restored:
-        log.warning(restored)
+def build_context(settings: Settings, *, restored: str | None = None) -> AppContext:
+    """`restored`: what the restore put in place at this start, for the admin log."""
     database = Database(settings.db_path)  # every store's: a reader per thread, one writer
     config = settings.engine
     engine = EngineService(config, kinds=backend_kind)
@@ -132,7 +130,15 @@ def main() -> int:
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return 2
-    ctx = build_context(settings)
+    restored = backup.apply_pending(settings.places)  # a restore staged on the admin page, before anything opens
+    if restored:
+        log.warning(restored)
+        try:
+            settings = load()  # the restored page settings count from this start
+        except SettingsInvalid as err:
+            print(f"Quartet cannot start with the restored settings: {err}", file=sys.stderr, flush=True)
+            return 2
+    ctx = build_context(settings, restored=restored)
     with ExitStack() as running:
         ctx.start(running)  # stopped in reverse order, the database closed last, however serve() ends
         return serve(ctx, make_server(ctx), settings)

@@ -15,8 +15,8 @@ from typing import Any
 
 import sqlite_utils
 
-from app import backup, logs
-from app.admin_input import checked_settings, valid_endpoints
+from app import backup, logs, page_settings
+from app.admin_input import SETTINGS, checked_settings, valid_endpoints
 from app.auth import LoginThrottle, verify_password
 from app.database import Database, now
 from app.engine.cards import probe_card
@@ -127,6 +127,7 @@ class AdminService:
             "background_slots": self.engine.background_slots,
             "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
             "cards": "\n".join(config.cards),
+            "sources": page_settings.origins(self.settings.data_dir, [*SETTINGS, "cards", "model_path"]),
         }
 
     def job(self, token: str | None, job_id: str | None) -> Job | None:
@@ -263,7 +264,10 @@ class AdminService:
             if config.backend == "cards":  # an upstream holds its model itself
                 catalog.fit(config, self._memory()).check()
             self._progress.note_baseline()
+            before = self.engine.config
             info = self.engine.switch(config)
+            # kept for the next start (app/page_settings.py); the fields the switch changed, not more
+            page_settings.save_engine(self.settings.places.settings_path, page_settings.changed(before, config))
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
             raise

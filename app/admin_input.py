@@ -10,7 +10,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError
 
 # The engine settings the admin may change, the whole numbers with their bounds.
-_SETTINGS = {"n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"}
+SETTINGS = ("n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots")
 _RANGES = {
     "n_ctx": (256, 2**20),
     "n_threads": (1, 256),
@@ -22,7 +22,7 @@ _RANGES = {
 
 def checked_settings(changes: dict[str, Any], config: EngineConfig) -> dict[str, Any]:
     """The admin's changes in the engine's types, or a refusal naming the setting."""
-    unknown = set(changes) - _SETTINGS
+    unknown = set(changes) - set(SETTINGS)
     if unknown:
         raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}", kind="request")
     checked = dict(changes)

@@ -42,7 +42,7 @@ _DB, _DOCS, _SETTINGS = "database/quartet.db", "documents", "settings/admin-sett
 _SECRET = "settings/browser-secret"  # seals each browser's chat-list id: restored, browsers find their chats
 _NAME = "quartet-backup-{stamp}.tar.gz"
 RESTART = (
-    "It replaces the data at the next start: restart Quartet (`sudo systemctl restart quartet`; the launcher "
+    "It replaces the data at the next start: restart Quartet (`sudo systemctl restart quartet-app`; the launcher "
     "or systemd starts it again). The data it replaces is kept in the data folder's `before-restore-…`."
 )
 

@@ -45,6 +45,11 @@ def register(admin: AdminService) -> None:
         info = admin.apply_settings(admin_token, dict(changes), who=_owner(request))
         return {"model": info.name, "n_ctx": info.n_ctx, "layers": {c.endpoint: list(c.layers) for c in info.cards}}
 
+    @explained
+    def engine_settings_now(admin_token: str) -> dict[str, Any]:
+        """Admin only: the engine settings the page changes, as they are now, and where each comes from."""
+        return admin.engine_settings(admin_token)
+
     def load_progress() -> list[dict[str, Any]]:
         """While a model loads: per card, memory gained at the card against its share of the weights."""
         return [row.model_dump() for row in admin.load_progress()]
@@ -72,6 +77,7 @@ def register(admin: AdminService) -> None:
     take.click(backup, token_box, archive_out, api_name="backup", concurrency_limit=1)
     put.click(restore, [archive_box, token_box], said, api_name="restore", concurrency_limit=1)
     gr.api(admin_logs, api_name="admin_logs", queue=False)
+    gr.api(engine_settings_now, api_name="engine_settings_now", queue=False)
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(set_cards, api_name="set_cards", concurrency_limit=1)
