@@ -131,8 +131,8 @@ def check(archive: Path, into: Path) -> dict[str, Any]:
     try:
         with tarfile.open(archive, "r:*") as tar:
             manifest = _unpack(tar, into)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        raise BackupRefused(f"this is not a Quartet backup (not a readable .tar.gz: {err})") from None
+    except (tarfile.TarError, EOFError, zlib.error):
+        raise BackupRefused("this is not a Quartet backup: it is not a readable .tar.gz archive") from None
     _integrity(into / _DB)
     return manifest
 

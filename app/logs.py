@@ -38,7 +38,7 @@ def tail(path: Path, limit: int = TAIL_BYTES) -> str:
     """The last `limit` bytes of a log, from the first whole line."""
     with path.open("rb") as f:
         size = f.seek(0, 2)
-        f.seek(max(0, size - limit))
+        f.seek(max(0, size - limit - 1))  # one byte before: a window that starts a line keeps it
         data = f.read()
     if size > limit:
         data = data.split(b"\n", 1)[-1]
