@@ -173,3 +173,73 @@ def test_scheduled_backups_keep_the_last_n(tmp_path: Path) -> None:
         manifest = backup.check(archive, tmp_path / f"check{n}")
         assert {f["path"] for f in manifest["files"]} == {"database/quartet.db", "documents/policy.txt"}
         assert integrity(tmp_path / f"check{n}" / "database" / "quartet.db") == [("ok",)]
+
+
+_KILLED_AFTER = """
+import os, shutil, signal, sys
+from pathlib import Path
+from app import backup
+
+real, done = shutil.move, [0]
+def move(source, target):
+    real(source, target)
+    done[0] += 1
+    if done[0] == int(sys.argv[2]):
+        os.kill(os.getpid(), signal.SIGKILL)  # as a power cut or kill -9 would, between two moves
+shutil.move = move
+root = Path(sys.argv[1])
+backup.apply_pending(backup.Places(root / "var", root / "var" / "quartet.db", root / "kb", root / "var" / "s.toml"))
+"""
+
+
+def state(root: Path, note: str) -> None:
+    """A data folder and documents folder whose every part says `note`."""
+    database = Database(root / "var" / "quartet.db")
+    with database.atomic() as db:
+        db.table("notes").insert({"text": note})
+    database.close()
+    (root / "kb").mkdir(exist_ok=True)
+    (root / "kb" / f"{note}.txt").write_text(note)
+    (root / "var" / "s.toml").write_text(f"# {note}\n")
+    (root / "var" / "browser-secret").write_text(note)
+
+
+def test_a_restore_killed_half_way_at_start_is_finished_at_the_next_start(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    kills = 0
+    for after in range(1, 20):
+        root = tmp_path / f"run{after}"
+        state(root / "old-box", "backed-up")
+        places = backup.Places(
+            root / "old-box" / "var",
+            root / "old-box" / "var" / "quartet.db",
+            root / "old-box" / "kb",
+            root / "old-box" / "var" / "s.toml",
+        )
+        archive = backup.take(places, root / "usb")
+        state(root, "live")
+        backup.stage(archive, root / "var")
+        run = subprocess.run([sys.executable, "-c", _KILLED_AFTER, str(root), str(after)], timeout=60)
+        if run.returncode == 0:
+            break  # every move done before the count: the whole sequence has been cut at each point
+        assert run.returncode == -9, run
+        kills += 1
+        said = backup.apply_pending(
+            backup.Places(root / "var", root / "var" / "quartet.db", root / "kb", root / "var" / "s.toml")
+        )
+        assert said and "before-restore-" in said
+        conn = sqlite3.connect(root / "var" / "quartet.db")
+        assert conn.execute("select text from notes").fetchall() == [("backed-up",)]
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        conn.close()
+        assert sorted(p.name for p in (root / "kb").iterdir()) == ["backed-up.txt"]
+        assert (root / "var" / "browser-secret").read_text() == "backed-up"
+        aside = next((root / "var").glob("before-restore-*"))
+        assert (aside / "documents" / "live.txt").is_file() and (aside / "browser-secret").read_text() == "live"
+        kept = sqlite3.connect(aside / "quartet.db")
+        assert kept.execute("select text from notes").fetchall() == [("live",)]
+        kept.close()
+        assert not (root / "var" / backup.PENDING).exists()
+    assert kills >= 6, f"only {kills} points to cut at"
