@@ -15,7 +15,7 @@ from gradio_client.exceptions import AppError
 
 from app import backup
 from app.database import Database
-from tests.harness import Appliance, wait_until
+from tests.harness import API_KEY, Appliance, wait_until
 from tests.test_admin import login
 
 
@@ -81,6 +81,9 @@ def test_a_backup_taken_while_chats_are_written_restores_with_the_chats(
     assert manifest["format"] == "quartet-backup" and manifest["version"] == 1
     assert {f["path"] for f in manifest["files"]} == set(names) - {"manifest.json"}
     assert "database/quartet.db" in names and "settings/browser-secret" in names
+    with tarfile.open(archive) as tar:  # no password hash or key outside the database (which pages never show)
+        others = [tar.extractfile(n).read() for n in names if n.startswith(("settings/", "documents/"))]  # type: ignore[union-attr]
+    assert others and not [o for o in others if b"pbkdf2_sha256$" in o or API_KEY.encode() in o]
     said = c.predict(handle_file(str(archive)), token, api_name="/restore")
     assert "restart Quartet" in said
     assert (appliance.data_dir / backup.PENDING / "database" / "quartet.db").is_file()
