@@ -131,6 +131,11 @@ class BackupSettings(_Section):
     )
     every_h: float = Field(24.0, gt=0, description="Hours between scheduled backups (the first one after that long).")
     keep: int = Field(7, ge=1, description="Scheduled backups kept in `dir`; older ones are deleted.")
+    max_upload_mb: int = Field(
+        8192,
+        ge=1,
+        description="Largest backup the admin page takes for a restore (MiB); documents' own limit is lower.",
+    )
 
 
 class Settings(BaseSettings):

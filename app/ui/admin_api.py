@@ -67,6 +67,7 @@ def register(admin: AdminService) -> None:
     @explained
     def restore(archive: str | None, admin_token: str, request: gr.Request) -> str:
         """Admin only: check a backup archive whole and stage it; it replaces the data at the next start."""
+        admin.check(admin_token)  # the session first: nothing is said to anyone else
         if not archive:
             raise Refused("Choose a backup archive (.tar.gz) first.")
         return admin.restore(admin_token, Path(archive), who=_owner(request))

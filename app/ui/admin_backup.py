@@ -47,6 +47,7 @@ def add(admin: AdminService, token: gr.State) -> None:
 
     @explained
     def on_restore(key: str | None, archive: str | None, request: gr.Request) -> str:
+        admin.check(key)
         if not archive:
             raise Refused("Choose a backup archive (.tar.gz) first.")
         return admin.restore(key, Path(archive), who=f"web {client_address(request)}")
