@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app import backup, logs
 from app.admin import AdminService
 from app.browser_secret import browser_secret
 from app.chat.service import ChatService
@@ -43,7 +44,8 @@ TEMPLATES = PROMPTS.parent / "schemas"
 _LOAD_WAIT_S = 600.0
 
 
-def build_context(settings: Settings) -> AppContext:
+def build_context(settings: Settings, *, restored: str | None = None) -> AppContext:
+    """`restored`: what the restore put in place at this start, for the admin log."""
     database = Database(settings.db_path)  # every store's: a reader per thread, one writer
     config = settings.engine
     engine = EngineService(config, kinds=backend_kind)
@@ -70,6 +72,8 @@ def build_context(settings: Settings) -> AppContext:
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
     admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
+    if restored:  # the restored admin log says so (its own record of the restore was made after the backup)
+        admin.record("app start", "restore", restored)
     kb = settings.knowledge
     embedder = Embedder.packaged(threads=kb.embed_threads)
     knowledge = KnowledgeService(database, embedder, kb_dir=kb.dir, options=kb)
@@ -90,7 +94,15 @@ def build_context(settings: Settings) -> AppContext:
         summariser=Summariser(knowledge, engine, PROMPTS),
         browser_secret=browser_secret(settings.data_dir),
         embed=_embed_with(embedder),
+        backups=_schedule(settings),
     )
+
+
+def _schedule(settings: Settings) -> backup.Schedule | None:
+    plan = settings.backup
+    if plan.dir is None:
+        return None
+    return backup.Schedule(settings.places, plan.dir, every_h=plan.every_h, keep=plan.keep)
 
 
 def _embed_with(embedder: Embedder) -> Callable[[list[str]], tuple[list[list[float]], int]]:
@@ -114,11 +126,20 @@ def main() -> int:
     except SettingsInvalid as err:
         print(f"Quartet cannot start: {err}", file=sys.stderr, flush=True)
         return 2
+    logs.write_app_log(settings.data_dir)
     refusal = settings.open_lan_problem()
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return 2
-    ctx = build_context(settings)
+    restored = backup.apply_pending(settings.places)  # a restore staged on the admin page, before anything opens
+    if restored:
+        log.warning(restored)
+        try:
+            settings = load()  # the restored page settings count from this start
+        except SettingsInvalid as err:
+            print(f"Quartet cannot start with the restored settings: {err}", file=sys.stderr, flush=True)
+            return 2
+    ctx = build_context(settings, restored=restored)
     with ExitStack() as running:
         ctx.start(running)  # stopped in reverse order, the database closed last, however serve() ends
         return serve(ctx, make_server(ctx), settings)

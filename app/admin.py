@@ -3,7 +3,9 @@ engine settings — every action checked here on the server and written to the a
 
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -13,10 +15,10 @@ from typing import Any
 
 import sqlite_utils
 
-from app.admin_input import checked_settings
+from app import backup, logs, page_settings
+from app.admin_input import SETTINGS, checked_settings, valid_endpoints
 from app.auth import LoginThrottle, verify_password
 from app.database import Database, now
-from app.endpoint import Endpoint
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
@@ -125,6 +127,7 @@ class AdminService:
             "background_slots": self.engine.background_slots,
             "tensor_split": ", ".join(f"{v:g}" for v in config.tensor_split or ()),
             "cards": "\n".join(config.cards),
+            "sources": page_settings.origins(self.settings.data_dir, [*SETTINGS, "cards", "model_path"]),
         }
 
     def job(self, token: str | None, job_id: str | None) -> Job | None:
@@ -216,13 +219,13 @@ class AdminService:
     def ping(self, token: str | None, endpoints: list[str]) -> list[dict[str, Any]]:
         """Each endpoint's RPC port (connect time) and health endpoint, without changing anything."""
         self.check(token)
-        return ping(_valid_endpoints(endpoints), in_use=self._cards_in_use(), health_url=self.settings.health_url)
+        return ping(valid_endpoints(endpoints), in_use=self._cards_in_use(), health_url=self.settings.health_url)
 
     def set_cards(self, token: str | None, endpoints: list[str], *, who: str) -> ModelInfo:
         """Run the model on these cards (any number ≥ 1); every one must answer first. On failure the
         previous cards are used again."""
         self.check(token)
-        cards = _valid_endpoints(endpoints)
+        cards = valid_endpoints(endpoints)
         action = f"cards {', '.join(cards)}"
         try:
             if not self.settings.engine.isolation:
@@ -261,7 +264,10 @@ class AdminService:
             if config.backend == "cards":  # an upstream holds its model itself
                 catalog.fit(config, self._memory()).check()
             self._progress.note_baseline()
+            before = self.engine.config
             info = self.engine.switch(config)
+            # kept for the next start (app/page_settings.py); the fields the switch changed, not more
+            page_settings.save_engine(self.settings.places.settings_path, page_settings.changed(before, config))
         except EngineError as err:
             self.record(who, action, f"refused: {err}", ok=False)
             raise
@@ -270,6 +276,33 @@ class AdminService:
             raise
         self.record(who, action, f"{info.name} loaded in {info.load_s:.1f} s")
         return info
+
+    # -- backups (app/backup.py) and logs (app/logs.py) --------------------------------------
+
+    def backup(self, token: str | None, *, who: str) -> Path:
+        """Admin only: a fresh backup archive to download (the last few are kept in a temporary folder)."""
+        self.check(token)
+        folder = Path(tempfile.gettempdir()) / f"quartet-downloads-{os.getpid()}"
+        made = backup.take(self.settings.places, folder)
+        backup.prune(folder, 3)
+        self.record(who, "backup", f"downloaded {made.name} ({made.stat().st_size} bytes)")
+        return made
+
+    def restore(self, token: str | None, archive: Path, *, who: str) -> str:
+        """Admin only: check an uploaded backup whole and stage it for the next start; nothing changes now."""
+        self.check(token)
+        try:
+            manifest = backup.stage(archive, self.settings.data_dir)
+        except backup.BackupRefused as err:
+            self.record(who, "restore", f"refused: {err.message}", ok=False)
+            raise
+        self.record(who, "restore", f"staged the backup of {manifest['created']} for the next start")
+        return f"✅ The backup of {manifest['created']} is checked ({len(manifest['files'])} files). " + backup.RESTART
+
+    def logs(self, token: str | None, limit: int = logs.TAIL_BYTES) -> dict[str, str]:
+        """Admin only: the last `limit` bytes of the app's log and of each local card agent's."""
+        self.check(token)
+        return logs.recent(self.settings.data_dir, limit)
 
     # -- the log ----------------------------------------------------------------------------
 
@@ -282,18 +315,3 @@ class AdminService:
         self.check(token)
         with self._database.read() as db:
             return list(db.table("admin_log").rows_where(order_by="id desc", limit=limit))
-
-
-def _valid_endpoints(endpoints: list[str]) -> list[str]:
-    cards = [e.strip() for e in endpoints if e.strip()]
-    if not cards:
-        raise EngineError("at least one card endpoint is needed", kind="request")
-    for card in cards:
-        try:
-            Endpoint.parse(card)
-        except ValueError as err:
-            raise EngineError(str(err), kind="request") from None
-    duplicates = sorted({c for c in cards if cards.count(c) > 1})
-    if duplicates:
-        raise EngineError(f"card endpoint {duplicates[0]} is listed twice", kind="request")
-    return cards

@@ -1,15 +1,16 @@
 """What an admin types into the engine settings, checked before anything changes: each value in the
-engine's type and within its bounds, or a refusal that names the setting."""
+engine's type and within its bounds, or a refusal that names the setting; card endpoints the same."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from app.endpoint import Endpoint
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError
 
 # The engine settings the admin may change, the whole numbers with their bounds.
-_SETTINGS = {"n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"}
+SETTINGS = ("n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots")
 _RANGES = {
     "n_ctx": (256, 2**20),
     "n_threads": (1, 256),
@@ -21,7 +22,7 @@ _RANGES = {
 
 def checked_settings(changes: dict[str, Any], config: EngineConfig) -> dict[str, Any]:
     """The admin's changes in the engine's types, or a refusal naming the setting."""
-    unknown = set(changes) - _SETTINGS
+    unknown = set(changes) - set(SETTINGS)
     if unknown:
         raise EngineError(f"these engine settings cannot be changed here: {', '.join(sorted(unknown))}", kind="request")
     checked = dict(changes)
@@ -61,3 +62,18 @@ def _split(shares: Any, n_cards: int) -> tuple[float, ...] | None:
     if any(v < 0 for v in values) or sum(values) <= 0:
         raise EngineError("tensor split shares must be ≥ 0 and not all 0", kind="request")
     return values
+
+
+def valid_endpoints(endpoints: list[str]) -> list[str]:
+    cards = [e.strip() for e in endpoints if e.strip()]
+    if not cards:
+        raise EngineError("at least one card endpoint is needed", kind="request")
+    for card in cards:
+        try:
+            Endpoint.parse(card)
+        except ValueError as err:
+            raise EngineError(str(err), kind="request") from None
+    duplicates = sorted({c for c in cards if cards.count(c) > 1})
+    if duplicates:
+        raise EngineError(f"card endpoint {duplicates[0]} is listed twice", kind="request")
+    return cards

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from app.admin import AdminService
+from app.backup import Schedule
 from app.chat.service import ChatService
 from app.database import Database
 from app.engine.service import EngineService
@@ -37,10 +38,12 @@ class AppContext:
     browser_secret: str  # seals each browser's stored id, the same across restarts (app/browser_secret.py)
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
+    backups: Schedule | None = None  # scheduled backups, when `[backup] dir` is set
 
     def background(self) -> list[Background]:
         """What runs in the background, in start order (the composition root stops them in reverse)."""
-        return [self.cards, self.engine, self.knowledge, self.extraction]
+        scheduled: list[Background] = [self.backups] if self.backups else []
+        return [self.cards, self.engine, self.knowledge, self.extraction, *scheduled]
 
     def start(self, stack: ExitStack) -> None:
         """Start the background services in order; leaving `stack` stops them last first and then closes

@@ -74,7 +74,9 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     reconnect = _scripts("kiosk.js")
     css = [ASSETS / "quartet.css"]
     _mount(api, ctx, kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
-    _mount(api, ctx, admin_page.build(ctx.admin, ctx.status), "/admin", footer_links=[], css_paths=css)
+    admin = admin_page.build(ctx.admin, ctx.status)
+    restore_mb = ctx.settings.backup.max_upload_mb  # a backup holds every document: more than one may be
+    _mount(api, ctx, admin, "/admin", footer_links=[], css_paths=css, max_file_bytes=restore_mb * 2**20)
     _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
     return api
 
@@ -94,6 +96,7 @@ def _mount(
     footer_links: list[str],
     css_paths: list[Path],
     js: str | None = None,
+    max_file_bytes: int | None = None,
 ) -> None:
     """Mount one page with the same guard as every other.
 
@@ -108,7 +111,7 @@ def _mount(
         blocks,
         path=path,
         auth=login_check(ctx.settings.web.users),
-        max_file_size=ctx.settings.knowledge.max_file_bytes,
+        max_file_size=max_file_bytes or ctx.settings.knowledge.max_file_bytes,
         server_name=ctx.settings.web.host,
         server_port=ctx.settings.web.port,
         show_error=True,

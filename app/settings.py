@@ -2,7 +2,8 @@
 
 Values come from, in order of precedence: keyword arguments, environment variables (`QUARTET_DATA_DIR`,
 `QUARTET_<SECTION>__<NAME>` such as `QUARTET_ENGINE__PARALLEL`; lists and tables as JSON), the TOML file
-named by `QUARTET_CONFIG` (`[engine]`, `[web]`, … tables), the defaults below. A section's type is the
+named by `QUARTET_CONFIG` (`[engine]`, `[web]`, … tables), what the admin page changed
+(`data_dir/admin-settings.toml`, app/page_settings.py), the defaults below. A section's type is the
 type its feature is built from: `engine` is the engine's own `EngineConfig`, `knowledge` extends the
 knowledge base's `KnowledgeOptions`. docs/settings.md is made from this (python -m tests.settings_doc)
 and checked by a test.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from app import page_settings
+from app.backup import Places
 from app.endpoint import Endpoint
 from app.engine.engine_config import CACHE_DIR, DEMO_MODEL, EngineConfig
 from app.knowledge.options import KnowledgeOptions
@@ -121,6 +125,19 @@ class LocalCardsSettings(_Section):
     )
 
 
+class BackupSettings(_Section):
+    dir: Path | None = Field(
+        None, description="Folder for scheduled backups (a USB disk mounted on the box); unset = none scheduled."
+    )
+    every_h: float = Field(24.0, gt=0, description="Hours between scheduled backups (the first one after that long).")
+    keep: int = Field(7, ge=1, description="Scheduled backups kept in `dir`; older ones are deleted.")
+    max_upload_mb: int = Field(
+        8192,
+        ge=1,
+        description="Largest backup the admin page takes for a restore (MiB); documents' own limit is lower.",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, env_nested_delimiter="__", extra="forbid")
 
@@ -139,6 +156,9 @@ class Settings(BaseSettings):
     )
     telemetry: TelemetrySettings = Field(
         default_factory=TelemetrySettings, description="Card health checks and temperatures."
+    )
+    backup: BackupSettings = Field(
+        default_factory=BackupSettings, description="Scheduled backups (the admin page downloads and restores them)."
     )
     local_cards: LocalCardsSettings = Field(
         default_factory=LocalCardsSettings, description="The card agents `python -m launcher` starts on this machine."
@@ -165,6 +185,10 @@ class Settings(BaseSettings):
         config = os.environ.get(f"{PREFIX}CONFIG")
         if config:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
+        data_dir = _data_dir(getattr(init_settings, "init_kwargs", {}), Path(config) if config else None)
+        page = page_settings.path(data_dir)
+        if page.is_file():  # what the admin page changed: below everything the installer set
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=page))
         return tuple(sources)
 
     def open_lan_problem(self) -> str | None:
@@ -187,8 +211,27 @@ class Settings(BaseSettings):
     def db_path(self) -> Path:
         return self.data_dir / "quartet.db"
 
+    @property
+    def places(self) -> Places:
+        """Where the state a backup holds lives."""
+        return Places(self.data_dir, self.db_path, self.knowledge.dir, page_settings.path(self.data_dir))
+
     def health_url(self, card: str) -> str:
         return Endpoint.parse(card).health_url(self.engine.health_offset)
+
+
+def _data_dir(init: dict[str, Any], config: Path | None) -> Path:
+    """The data folder as the sources above the page's settings file set it (that file lives in it)."""
+    if "data_dir" in init:
+        return Path(init["data_dir"])
+    if f"{PREFIX}DATA_DIR" in os.environ:
+        return Path(os.environ[f"{PREFIX}DATA_DIR"])
+    if config is not None and config.is_file():
+        with config.open("rb") as f:
+            found = tomllib.load(f).get("data_dir")
+        if found:
+            return Path(found)
+    return Path(Settings.model_fields["data_dir"].default)
 
 
 class SettingsInvalid(ValueError):

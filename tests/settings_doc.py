@@ -20,9 +20,11 @@ HEADER = """# Settings
 Every setting has a default. Set it in the TOML file named by `QUARTET_CONFIG`, in its section's table
 (`[engine]`, `[web]`, …), or as an environment variable: `QUARTET_<SECTION>__<NAME>` (two underscores
 between section and name, such as `QUARTET_ENGINE__PARALLEL=2`), lists and tables as JSON. An environment
-variable wins over the file. The flat names of earlier versions (`QUARTET_PARALLEL`, `n_ctx` at the top of
-the file) are refused with their new name. See [operations.md](operations.md) for a real appliance's
-settings; the card agent's own flags are in `python -m launcher.card_agent --help`.
+variable wins over the file. What the admin page changes (the model, engine settings, cards) is kept in
+`data_dir/admin-settings.toml`, below both: the page says where each value comes from. The flat names of
+earlier versions (`QUARTET_PARALLEL`, `n_ctx` at the top of the file) are refused with their new name.
+See [operations.md](operations.md) for a real appliance's settings; the card agent's own flags are in
+`python -m launcher.card_agent --help`.
 
 <!-- Made from app/settings.py by `python -m tests.settings_doc`; tests/test_docs.py checks it. -->
 """

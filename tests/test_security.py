@@ -136,7 +136,14 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         if any(p["parameter_name"] == "admin_token" for p in info["parameters"])
     }
     assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
-    samples = {"model_id": "demo", "endpoints": ["127.0.0.1:1"], "changes": {"n_ctx": 2048}, "admin_token": "forged"}
+    assert {"/backup", "/restore", "/admin_logs", "/engine_settings_now"} <= set(guarded)
+    samples = {
+        "model_id": "demo",
+        "endpoints": ["127.0.0.1:1"],
+        "changes": {"n_ctx": 2048},
+        "archive": None,
+        "admin_token": "forged",
+    }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):
             c.predict(*(samples[p] for p in params), api_name=name)

@@ -1,14 +1,16 @@
 """The admin feature's named endpoints (gradio_client): log in, switch models, cards, engine settings,
-load progress. Every one but `load_progress` needs the token `admin_login` returns; the admin service
-checks it."""
+load progress, backup (a file out), restore (a file in), admin_logs. Every one but `load_progress` needs
+the token `admin_login` returns; the admin service checks it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from app.admin import AdminService
+from app.errors import Refused
 from app.ui.callers import client_address
 from app.ui.errors import explained
 
@@ -43,10 +45,40 @@ def register(admin: AdminService) -> None:
         info = admin.apply_settings(admin_token, dict(changes), who=_owner(request))
         return {"model": info.name, "n_ctx": info.n_ctx, "layers": {c.endpoint: list(c.layers) for c in info.cards}}
 
+    @explained
+    def engine_settings_now(admin_token: str) -> dict[str, Any]:
+        """Admin only: the engine settings the page changes, as they are now, and where each comes from."""
+        return admin.engine_settings(admin_token)
+
     def load_progress() -> list[dict[str, Any]]:
         """While a model loads: per card, memory gained at the card against its share of the weights."""
         return [row.model_dump() for row in admin.load_progress()]
 
+    @explained
+    def admin_logs(admin_token: str) -> dict[str, str]:
+        """Admin only: the recent end of the app's log and of each local card agent's, by name."""
+        return admin.logs(admin_token)
+
+    @explained
+    def backup(admin_token: str, request: gr.Request) -> str:
+        """Admin only: a backup archive of the database, documents and page-made settings."""
+        return str(admin.backup(admin_token, who=_owner(request)))
+
+    @explained
+    def restore(archive: str | None, admin_token: str, request: gr.Request) -> str:
+        """Admin only: check a backup archive whole and stage it; it replaces the data at the next start."""
+        admin.check(admin_token)  # the session first: nothing is said to anyone else
+        if not archive:
+            raise Refused("Choose a backup archive (.tar.gz) first.")
+        return admin.restore(admin_token, Path(archive), who=_owner(request))
+
+    with gr.Group(visible=False):  # the file endpoints' inputs and outputs: an API, not a part of the page
+        token_box, archive_box, archive_out, said = gr.Textbox(), gr.File(type="filepath"), gr.File(), gr.Markdown()
+        take, put = gr.Button(), gr.Button()
+    take.click(backup, token_box, archive_out, api_name="backup", concurrency_limit=1)
+    put.click(restore, [archive_box, token_box], said, api_name="restore", concurrency_limit=1)
+    gr.api(admin_logs, api_name="admin_logs", queue=False)
+    gr.api(engine_settings_now, api_name="engine_settings_now", queue=False)
     gr.api(admin_login, api_name="admin_login", queue=False)
     gr.api(switch_model, api_name="switch_model", concurrency_limit=1)
     gr.api(set_cards, api_name="set_cards", concurrency_limit=1)

@@ -1,7 +1,8 @@
 """The admin page (/admin): log in (Enter works), see the catalog and whether each model fits, switch
-models, change engine settings and cards, read the admin log. Not linked from the user pages; every
-step checks the session's token on the server, the catalog and log included. Long actions run as jobs
-of the admin service; a timer shows their progress, the engine's state and the cards live."""
+models, change engine settings and cards, take and restore backups, read the logs and the admin log.
+Not linked from the user pages; every step checks the session's token on the server, the catalog and
+log included. Long actions run as jobs of the admin service; a timer shows their progress, the engine's
+state and the cards live."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 from app.admin import AdminDenied, AdminService
 from app.errors import Refused
 from app.telemetry.views import ApplianceStatus
-from app.ui import panels
+from app.ui import admin_backup, panels
 from app.ui.callers import client_address
 from app.ui.errors import explained
 
@@ -76,6 +77,7 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                         label="slots background work may take", precision=0, minimum=1, elem_id="background-slots"
                     )
                 apply = gr.Button("Apply and reload", elem_id="apply-settings")
+                origins = gr.Markdown(elem_id="settings-origins")
             with gr.Accordion("Cards", open=False):
                 endpoints = gr.Textbox(
                     lines=4,
@@ -87,7 +89,12 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                     use = gr.Button("Use these cards and reload", elem_id="set-cards")
                     restart = gr.Button("Restart engine", elem_id="restart-engine")
                 pings = gr.Dataframe(interactive=False, label="Ping", elem_id="pings")
-                gr.Markdown("Changes last until the app restarts; to keep them, set `cards` in the settings file.")
+                gr.Markdown(
+                    "Changes made here (cards, engine settings, the model) are kept for the next start in the "
+                    "data folder's `admin-settings.toml`; the environment and the settings file (QUARTET_CONFIG) "
+                    "come first, and the engine settings say where each value comes from."
+                )
+            admin_backup.add(admin, token)
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
         timer = gr.Timer(_EVERY_S, active=False)
 
@@ -107,7 +114,7 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
         def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
             opened = admin.login(secret, who=who(request), client=client_address(request))
             current = admin.engine_settings(opened)
-            shown = [current[name] for name in _SETTINGS] + [current["cards"]]
+            shown = [current[name] for name in _SETTINGS] + [current["cards"], _origins(current["sources"])]
             return (
                 opened,
                 "",
@@ -178,7 +185,7 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
 
         quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
         settings = [n_ctx, n_threads, n_batch, n_ubatch, kv_type, split, parallel, background]
-        fields = [*settings, endpoints]
+        fields = [*settings, endpoints, origins]
         # the form is filled while it is still hidden, and shown after: a value the admin types at once is
         # never replaced by the login's (it was, when both came in one update)
         logged_in = gr.on(
@@ -213,6 +220,12 @@ def _progress(admin: AdminService, status: ApplianceStatus) -> str:
             else f"- card {row.card} ({row.endpoint}): {row.loaded_gib} of ≈{row.expected_gib} GiB ({row.pct} %)"
         )
     return "\n".join(lines)
+
+
+def _origins(sources: dict[str, str]) -> str:
+    return "Where each value comes from (kept for the next start unless overridden):\n" + "\n".join(
+        f"- `{name}`: {where}" for name, where in sources.items()
+    )
 
 
 def _cell(value: Any) -> Any:

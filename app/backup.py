@@ -1,0 +1,289 @@
+"""Backups of the appliance as one archive, checked restores, and backups on a schedule.
+
+An archive (`quartet-backup-<UTC time>.tar.gz`) holds `database/quartet.db` (a consistent copy made by
+SQLite's online backup API while the app writes), `documents/…` (the knowledge folder's files),
+`settings/admin-settings.toml` (what the admin page changed), `settings/browser-secret` (so browsers
+find their chat lists again) and `manifest.json` (format, version, created, each file's size and sha256).
+No password hash or key is in it: those live in the settings file and environment, which are not backed
+up, and the page's settings file holds none.
+
+A restore is checked whole before anything changes (the manifest, every hash, no absolute path, no
+`..`, no link or device, the database opens and passes `PRAGMA integrity_check`) and staged as
+`data_dir/restore-pending`; the next start (`apply_pending`, before the database opens) moves the live
+state aside into `data_dir/before-restore-<time>/` and the staged one in. Each move is repeated only if
+not yet done, so a start killed half way finishes the restore at the following start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import shutil
+import sqlite3
+import tarfile
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from app.errors import QuartetError
+
+log = logging.getLogger(__name__)
+
+FORMAT, VERSION = "quartet-backup", 1
+PENDING = "restore-pending"
+_DB, _DOCS, _SETTINGS = "database/quartet.db", "documents", "settings/admin-settings.toml"
+_SECRET = "settings/browser-secret"  # seals each browser's chat-list id: restored, browsers find their chats
+_NAME = "quartet-backup-{stamp}.tar.gz"
+RESTART = (
+    "It replaces the data at the next start: restart Quartet (`sudo systemctl restart quartet-app`; the launcher "
+    "or systemd starts it again). The data it replaces is kept in the data folder's `before-restore-…`."
+)
+
+
+class BackupRefused(QuartetError, ValueError):
+    """An archive that is not a sound Quartet backup (kind `request`): nothing was replaced."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="request")
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where the state a backup holds lives on this appliance."""
+
+    data_dir: Path
+    db_path: Path
+    kb_dir: Path
+    settings_path: Path  # the page's settings file (app/page_settings.py)
+
+    @property
+    def secret(self) -> Path:
+        return self.data_dir / "browser-secret"  # app/browser_secret.py
+
+
+def stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def take(places: Places, folder: Path) -> Path:
+    """Write one archive into `folder`; its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="quartet-backup-") as tmp:
+        copy = Path(tmp) / "quartet.db"
+        source = sqlite3.connect(f"file:{places.db_path}?mode=ro", uri=True, timeout=10)
+        target = sqlite3.connect(copy)
+        try:
+            source.backup(target)  # the online backup API: one consistent snapshot, writers carry on
+        finally:
+            target.close()
+            source.close()
+        files: list[tuple[str, Path]] = [(_DB, copy)]
+        files += [(f"{_DOCS}/{rel}", path) for rel, path in _documents(places.kb_dir)]
+        files += [
+            (name, path)
+            for name, path in ((_SETTINGS, places.settings_path), (_SECRET, places.secret))
+            if path.is_file()
+        ]
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "files": [{"path": name, "size": path.stat().st_size, "sha256": _sha256(path)} for name, path in files],
+        }
+        out = folder / _NAME.format(stamp=stamp())
+        partial = out.with_suffix(".partial")
+        with tarfile.open(partial, "w:gz") as tar:
+            data = json.dumps(manifest, indent=1).encode()
+            info = tarfile.TarInfo("manifest.json")
+            info.size, info.mtime = len(data), int(datetime.now(UTC).timestamp())
+            tar.addfile(info, io.BytesIO(data))
+            for name, path in files:
+                tar.add(path, arcname=name, recursive=False)
+        partial.rename(out)  # a half-written archive never carries the final name
+    return out
+
+
+def _documents(kb_dir: Path) -> Iterator[tuple[str, Path]]:
+    if not kb_dir.is_dir():
+        return
+    for path in sorted(kb_dir.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            yield path.relative_to(kb_dir).as_posix(), path
+
+
+def check(archive: Path, into: Path) -> dict[str, Any]:
+    """Unpack `archive` into the empty folder `into`, checking everything; the manifest, or BackupRefused."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            manifest = _unpack(tar, into)
+    except (tarfile.TarError, EOFError, zlib.error):
+        raise BackupRefused("this is not a Quartet backup: it is not a readable .tar.gz archive") from None
+    _integrity(into / _DB)
+    return manifest
+
+
+def _unpack(tar: tarfile.TarFile, into: Path) -> dict[str, Any]:
+    members = tar.getmembers()
+    for member in members:
+        _safe(member)
+    by_name = {m.name: m for m in members if m.isfile()}
+    if "manifest.json" not in by_name:
+        raise BackupRefused("this is not a Quartet backup: it has no manifest.json")
+    manifest = _manifest(tar, by_name.pop("manifest.json"))
+    listed = {f["path"]: f for f in manifest["files"]}
+    if set(listed) != set(by_name):
+        extra, missing = sorted(set(by_name) - set(listed)), sorted(set(listed) - set(by_name))
+        raise BackupRefused(f"the archive does not match its manifest (unlisted: {extra}, missing: {missing})")
+    if _DB not in listed:
+        raise BackupRefused("the archive holds no database")
+    for name, member in by_name.items():
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(member)
+        assert source is not None  # a regular file
+        with source, target.open("wb") as out:
+            shutil.copyfileobj(source, out)
+        if _sha256(target) != listed[name]["sha256"]:
+            raise BackupRefused(f"{name} is damaged: its sha256 differs from the manifest's")
+    return manifest
+
+
+def _safe(member: tarfile.TarInfo) -> None:
+    path = PurePosixPath(member.name)
+    if path.is_absolute() or ".." in path.parts or "\\" in member.name:
+        raise BackupRefused(f"the archive names a path outside its folders: {member.name!r}")
+    if not (member.isfile() or member.isdir()):
+        raise BackupRefused(f"the archive holds a link or special file: {member.name!r}")
+    if member.name != "manifest.json" and path.parts[0] not in {"database", _DOCS, "settings"}:
+        raise BackupRefused(f"the archive holds something a Quartet backup does not: {member.name!r}")
+
+
+def _manifest(tar: tarfile.TarFile, member: tarfile.TarInfo) -> dict[str, Any]:
+    source = tar.extractfile(member)
+    try:
+        manifest = json.loads(source.read(1 << 20)) if source else None
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BackupRefused("this is not a Quartet backup: its manifest is missing or foreign")
+    if manifest.get("version") != VERSION:
+        raise BackupRefused(f"this backup has version {manifest.get('version')!r}; this Quartet reads {VERSION}")
+    files = manifest.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "sha256"} <= set(f) for f in files):
+        raise BackupRefused("the backup's manifest does not list its files")
+    return manifest
+
+
+def _integrity(db_path: Path) -> None:
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            result = conn.execute("PRAGMA integrity_check").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        raise BackupRefused(f"the backup's database cannot be opened: {err}") from None
+    if result != [("ok",)]:
+        raise BackupRefused(f"the backup's database fails its integrity check: {result[:3]}")
+
+
+def stage(archive: Path, data_dir: Path) -> dict[str, Any]:
+    """Check `archive` and stage it for the next start; the manifest. A refused one stages nothing."""
+    pending = data_dir / PENDING
+    work = data_dir / f"{PENDING}.partial"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        manifest = check(archive, work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    shutil.rmtree(pending, ignore_errors=True)  # a restore staged before and not yet applied
+    work.rename(pending)  # staged whole, or not at all
+    return manifest
+
+
+def apply_pending(places: Places) -> str | None:
+    """At start, before the database opens: put a staged restore in place, the live state moved aside;
+    what was done, or None when nothing was staged."""
+    pending = places.data_dir / PENDING
+    if not pending.is_dir():
+        return None
+    marker = pending / "ASIDE"
+    if not marker.is_file():
+        marker.write_text(f"before-restore-{stamp()}")
+    aside = places.data_dir / marker.read_text().strip()
+    aside.mkdir(exist_ok=True)
+    db = places.db_path
+    moves = [
+        (db, aside / db.name, pending / _DB),
+        (db.with_name(db.name + "-wal"), aside / (db.name + "-wal"), None),
+        (db.with_name(db.name + "-shm"), aside / (db.name + "-shm"), None),
+        (places.kb_dir, aside / _DOCS, pending / _DOCS),
+        (places.settings_path, aside / places.settings_path.name, pending / _SETTINGS),
+        (places.secret, aside / places.secret.name, pending / _SECRET),
+    ]
+    for live, kept, staged in moves:
+        if live.exists() and not kept.exists():
+            shutil.move(live, kept)
+        if staged is not None and staged.exists():
+            live.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(staged, live)
+    places.kb_dir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(pending)
+    return f"a backup was restored; the state before it is kept in {aside}"
+
+
+def prune(folder: Path, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` archives in `folder`; those deleted."""
+    archives = sorted(folder.glob(_NAME.format(stamp="*")))
+    old = archives[: max(0, len(archives) - keep)]
+    for path in old:
+        path.unlink()
+    return old
+
+
+class Schedule:
+    """A backup into `folder` every `every_h` hours (the first one after `every_h`), the last `keep` kept."""
+
+    def __init__(self, places: Places, folder: Path, *, every_h: float, keep: int) -> None:
+        self.places, self.folder, self.every_s, self.keep = places, folder, every_h * 3600, keep
+        self.last: str = "none yet"
+        self.taken = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="backups", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                made = take(self.places, self.folder)
+                prune(self.folder, self.keep)
+                self.taken += 1
+                self.last = f"{made.name} at {datetime.now(UTC).isoformat(timespec='seconds')}"
+            except (OSError, sqlite3.Error) as err:  # a missing USB disk: said on the page, tried again later
+                self.last = f"failed at {datetime.now(UTC).isoformat(timespec='seconds')}: {err}"
+                log.warning("the scheduled backup into %s failed: %s", self.folder, err)
