@@ -10,6 +10,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from app import page_settings
+from app.engine.engine_config import N_CTX
 from app.settings import Settings
 from tests.harness import Appliance
 from tests.test_admin import login
@@ -28,7 +29,7 @@ def test_precedence_is_environment_then_settings_file_then_page_then_default(
     monkeypatch.setenv("QUARTET_CONFIG", str(config))
     monkeypatch.setenv("QUARTET_ENGINE__N_UBATCH", "64")
     engine = Settings().engine
-    assert (engine.n_batch, engine.n_threads, engine.n_ubatch, engine.n_ctx) == (256, 4, 64, 4096)
+    assert (engine.n_batch, engine.n_threads, engine.n_ubatch, engine.n_ctx) == (256, 4, 64, N_CTX)
     said = page_settings.origins(data, ["n_batch", "n_threads", "n_ubatch", "n_ctx"])
     assert said["n_batch"] == f"this page ({data / 'admin-settings.toml'})"
     assert said["n_threads"] == f"the settings file {config}, which overrides the value set on this page"
