@@ -67,8 +67,10 @@ class AdminService:
     # -- sessions ---------------------------------------------------------------------------
 
     def login(self, password: str, *, who: str, client: str) -> str:
-        """An admin session token for the right password. `client` is the caller's address: after wrong
-        passwords it waits longer and longer before its next try is even checked; `who` goes to the log."""
+        """An admin session token for the right password. `client` is the caller as the throttle counts
+        it, its login name and address (app/ui/callers.py `throttle_key`: someone else behind the same
+        address, the kiosk or a proxy, cannot lock the admin out): after wrong passwords it waits longer
+        and longer before its next try is even checked; `who` goes to the log."""
         stored = self.settings.web.admin_password_hash
         if not stored:
             self.record(who, "login", "refused: no admin password is configured", ok=False)

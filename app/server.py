@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api import errors
 from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
-from app.auth import login_check
 from app.context import AppContext
+from app.page_logins import CallerAddress, PageLogins
 from app.telemetry import metrics
 from app.telemetry.views import Health
 from app.ui import admin_page, kiosk, page
@@ -50,6 +51,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     limit = ctx.settings.web.max_body_mb * 2**20
     api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=limit)
     api.add_middleware(SecurityHeaders)  # outside the gate: its refusals get the headers too
+    api.add_middleware(CallerAddress)  # the page logins' throttle counts by address
 
     _mount_openai(api, ctx)
     settings = ctx.settings
@@ -74,9 +76,11 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
 
     reconnect = _scripts("kiosk.js")
     css = [ASSETS / "quartet.css"]
-    _mount(api, ctx, kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
-    _mount(api, ctx, admin_page.build(ctx.admin, ctx.status), "/admin", footer_links=[], css_paths=css)
-    _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
+    logins = PageLogins(settings.web.users) if settings.web.users else None  # one throttle for every page
+    mount = functools.partial(_mount, api, ctx, logins=logins)
+    mount(kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
+    mount(admin_page.build(ctx.admin, ctx.status), "/admin", footer_links=[], css_paths=css)
+    mount(page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
     return api
 
 
@@ -92,6 +96,7 @@ def _mount(
     blocks: gr.Blocks,
     path: str,
     *,
+    logins: PageLogins | None,
     footer_links: list[str],
     css_paths: list[Path],
     js: str | None = None,
@@ -108,7 +113,7 @@ def _mount(
         api,
         blocks,
         path=path,
-        auth=login_check(ctx.settings.web.users),
+        auth=logins.check if logins else None,
         max_file_size=ctx.settings.knowledge.max_file_bytes,
         server_name=ctx.settings.web.host,
         server_port=ctx.settings.web.port,

@@ -10,6 +10,8 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
@@ -73,7 +75,13 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(tmp_path_factory.mktemp("guarded")),
         "QUARTET_ENGINE__CARDS": json.dumps(["127.0.0.1:1"]),
-        "QUARTET_WEB__USERS": json.dumps({"ada": hash_password("lovelace-1815", iterations=1000)}),
+        "QUARTET_WEB__USERS": json.dumps(
+            {
+                "ada": hash_password("lovelace-1815", iterations=1000),
+                "grace": hash_password("cobol-1959"),  # full cost: what an unknown name must match
+                "hopper": hash_password("nanosecond", iterations=1000),
+            }
+        ),
         "QUARTET_KNOWLEDGE__MAX_FILE_MB": "1",
     }
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
@@ -102,6 +110,49 @@ def test_the_page_and_its_api_need_a_login(guarded: str) -> None:
     status = client.predict(api_name="/status")
     assert status["state"] in ("recovering", "starting", "loading")
     assert status["down_card"] == "127.0.0.1:1"
+
+
+def test_wrong_page_logins_are_throttled_per_name(guarded: str) -> None:
+    """20 wrong passwords for one name in a row: after the few a typo allows, the tries are not even
+    checked (429, saying how long to wait) — the right password included; another name from the same
+    address still logs in."""
+    with httpx.Client(base_url=guarded, timeout=30) as http:
+        answers = [http.post("/login", data={"username": "hopper", "password": f"guess-{n}"}) for n in range(20)]
+        throttled = [a for a in answers if a.status_code == 429]
+        assert len(throttled) >= 15, [a.status_code for a in answers]
+        assert "try again in" in throttled[-1].json()["detail"]
+        assert http.post("/login", data={"username": "hopper", "password": "nanosecond"}).status_code == 429
+        assert http.post("/login", data={"username": "ada", "password": "lovelace-1815"}).status_code == 200
+
+
+def test_an_unknown_name_takes_as_long_as_a_known_one(guarded: str) -> None:
+    """An unknown name is checked against a hash of the same cost, so timing does not tell names apart
+    (before: 28 ms for an unknown name, 170 ms for a known one)."""
+
+    def took(name: str) -> float:
+        start = time.perf_counter()
+        answer = http.post("/login", data={"username": name, "password": "wrong"})
+        assert answer.status_code == 400, answer.text
+        return time.perf_counter() - start
+
+    with httpx.Client(base_url=guarded, timeout=30) as http:
+        known = sorted(took("grace") for _ in range(3))[1]  # three: within the typo allowance
+        unknown = sorted(took(f"nobody-{n}") for n in range(3))[1]
+    assert known > 0.02, f"the known name's check took {known * 1000:.0f} ms: the hash is not at full cost"
+    assert unknown > 0.5 * known, f"unknown name {unknown * 1000:.0f} ms, known {known * 1000:.0f} ms"
+
+
+def test_admin_tries_are_counted_per_login_and_address_not_per_session() -> None:
+    """The kiosk's user (or anyone behind the same proxy) cannot lock the admin out, and a client cannot
+    escape the throttle by opening a new session."""
+    from app.ui.callers import throttle_key
+
+    def request(username: str | None, session: str) -> Any:
+        return SimpleNamespace(username=username, session_hash=session, client=SimpleNamespace(host="10.0.0.9"))
+
+    assert throttle_key(request("kiosk", "s1")) != throttle_key(request("admin", "s1"))
+    assert throttle_key(request("kiosk", "s1")) == throttle_key(request("kiosk", "s2"))
+    assert throttle_key(request(None, "s1")) == throttle_key(request(None, "s2"))
 
 
 def test_an_upload_over_the_limit_is_refused(guarded: str) -> None:

@@ -10,6 +10,13 @@ def client_address(request: gr.Request | None) -> str:
     return request.client.host if request is not None and request.client else "?"
 
 
+def throttle_key(request: gr.Request | None) -> str:
+    """Whom wrong admin passwords are counted against: the login name (none without logins) and the
+    address — never a session, which a client renews at will."""
+    username = getattr(request, "username", None) if request is not None else None
+    return f"{username or ''}@{client_address(request)}"
+
+
 # A page whose load has not yet said whose it is (its browser id comes with the load's answer, which a
 # loaded machine can deliver after the first click): it owns nothing and lists nothing. It must never fall
 # back to "api", the named endpoints' owner: an early "New chat" listed their conversations, and a message
