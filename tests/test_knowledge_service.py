@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.database import Database
+from app.errors import QuartetError
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -221,12 +222,22 @@ def test_a_new_embedder_re_embeds_what_is_indexed(tmp_path: Path, embedder: Embe
 
 
 def test_delete_removes_the_document_and_its_kb_file(service: KnowledgeService, tmp_path: Path) -> None:
-    saved = service.upload("../../报告.txt", "风扇坏了就换一个新的风扇。".encode(), collection="维修")
+    """Its uploader may delete it (someone else may not: that needs the admin, `by=None`)."""
+    saved = service.upload("../../报告.txt", "风扇坏了就换一个新的风扇。".encode(), collection="维修", owner="user:ada")
     assert saved.parent == (tmp_path / "kb" / "维修").resolve() and saved.name == "报告.txt"
     assert service.wait_idle(60)
     doc = service.documents()[0]
     assert (doc.collection, doc.status) == ("维修", "ok")
     assert service.search("风扇", k=3, collection="维修")
-    assert service.delete(doc.id) and not saved.exists() and service.documents() == []
-    assert not service.delete(doc.id)
+    for other in ("user:bob", "", "session:x"):
+        with pytest.raises(QuartetError, match="not uploaded by you") as refused:
+            service.delete(doc.id, by=other)
+        assert refused.value.kind == "denied" and saved.exists()
+    assert service.delete(doc.id, by="user:ada") and not saved.exists() and service.documents() == []
+    assert not service.delete(doc.id, by=None)
+    found = service.upload("found.txt", b"Put here by the admin.")
+    assert service.wait_idle(60)
+    with pytest.raises(QuartetError, match="not uploaded by you"):
+        service.delete(service.documents()[0].id, by="user:ada")
+    assert service.delete(service.documents()[0].id, by=None) and not found.exists()
     assert count(tmp_path / "kb.db", "SELECT count(*) FROM chunks") == 0

@@ -16,10 +16,11 @@ from typing import Any
 import httpx
 import pytest
 from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
 
 from app.auth import hash_password, verify_password
 from tests.gradio_queue import call, file_inputs, file_value, page_config
-from tests.harness import API_KEY, ROOT, Appliance, free_port, wait_until
+from tests.harness import API_KEY, ROOT, Appliance, api_client, free_port, wait_until
 
 SECRETS = [Path("/etc/passwd"), ROOT / "pyproject.toml", ROOT / "app" / "settings.py"]
 PREFIXES = [
@@ -80,6 +81,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "ada": hash_password("lovelace-1815", iterations=1000),
                 "grace": hash_password("cobol-1959"),  # full cost: what an unknown name must match
                 "hopper": hash_password("nanosecond", iterations=1000),
+                "bob": hash_password("builder-1999", iterations=1000),
             }
         ),
         "QUARTET_KNOWLEDGE__MAX_FILE_MB": "1",
@@ -155,6 +157,26 @@ def test_admin_tries_are_counted_per_login_and_address_not_per_session() -> None
     assert throttle_key(request(None, "s1")) == throttle_key(request(None, "s2"))
 
 
+def test_another_user_cannot_read_a_run_or_delete_a_document(guarded: str, tmp_path: Path) -> None:
+    """With logins, a run is its user's and a document may be deleted by the user who uploaded it."""
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    bob = Client(guarded, auth=("bob", "builder-1999"), verbose=False)
+    doc = tmp_path / "ada-invoice-7781.txt"
+    doc.write_text("INVOICE\nInvoice number: INV-7781\nTotal: 5.00 EUR\n", encoding="utf-8")
+    ada.predict([handle_file(str(doc))], api_name="/ingest")
+    indexed = lambda: next(  # noqa: E731
+        (d for d in ada.predict(api_name="/documents") if d["name"] == doc.name and d["status"] == "ok"), None
+    )
+    found = wait_until(indexed, timeout=120, every=0.5)
+    run_id = ada.predict([doc.name], "", "invoice", api_name="/extraction_run")
+    assert ada.predict(run_id, api_name="/extraction_results")["documents_total"] == 1
+    with pytest.raises(AppError, match=f"there is no extraction run {run_id}"):
+        bob.predict(run_id, api_name="/extraction_results")
+    with pytest.raises(AppError, match="not uploaded by you"):
+        bob.predict(found["id"], api_name="/delete_document")
+    assert ada.predict(found["id"], api_name="/delete_document") is True
+
+
 def test_an_upload_over_the_limit_is_refused(guarded: str) -> None:
     with httpx.Client(base_url=guarded, timeout=30) as http:
         login = http.post("/login", data={"username": "ada", "password": "lovelace-1815"})
@@ -179,7 +201,7 @@ def test_a_file_sent_to_extract_over_the_limit_is_refused(guarded: str, tmp_path
 def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance: Appliance) -> None:
     from gradio_client.exceptions import AppError
 
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     api = c.view_api(print_info=False, return_format="dict")
     guarded = {
         name: [p["parameter_name"] for p in info["parameters"]]
@@ -187,7 +209,13 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         if any(p["parameter_name"] == "admin_token" for p in info["parameters"])
     }
     assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
-    samples = {"model_id": "demo", "endpoints": ["127.0.0.1:1"], "changes": {"n_ctx": 2048}, "admin_token": "forged"}
+    samples = {
+        "model_id": "demo",
+        "endpoints": ["127.0.0.1:1"],
+        "changes": {"n_ctx": 2048},
+        "admin_token": "forged",
+        "document_id": 1,
+    }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):
             c.predict(*(samples[p] for p in params), api_name=name)
@@ -231,7 +259,7 @@ def test_the_named_ingest_endpoint_refuses_a_server_path(appliance: Appliance) -
         stream = http.get(f"/gradio_api/call/ingest/{event}").text
     assert "event: error" in stream and "root:x:0:0" not in stream
     assert not (appliance.data_dir.parent / "kb" / "passwd").exists()
-    documents = Client(appliance.url, verbose=False).predict(api_name="/documents")
+    documents = api_client(appliance.url).predict(api_name="/documents")
     assert not [d for d in documents if d["name"] == "passwd"]
 
 
@@ -243,7 +271,7 @@ def test_a_symlink_in_kb_is_not_followed(appliance: Appliance, tmp_path: Path) -
     link.symlink_to(secret)
     beside = kb / "plain-note-for-symlink-test.md"
     beside.write_text("# A plain note\nIndexed in the same moment as the link.", encoding="utf-8")
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     try:
         # the plain file and the link are seen in the same watcher tick: once one is indexed, the other was judged
         wait_until(

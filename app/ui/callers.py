@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import gradio as gr
+
+from app.errors import Refused
+
+# The header a client of the named endpoints keeps its identity in (gradio_client: `headers=`).
+CLIENT_HEADER = "X-Quartet-Client"
+_SHORTEST_TOKEN = 16
 
 
 def client_address(request: gr.Request | None) -> str:
@@ -25,9 +33,27 @@ UNKNOWN_PAGE = "page:unknown"
 
 
 def owner_of(request: gr.Request | None) -> str:
-    """Whose conversations, for a client of the named endpoints: the login's, else ("api") everyone's
-    without a login."""
-    return _login(request) or "api"
+    """Whose conversations and runs, for a client of the named endpoints: the login's; else the token the
+    client keeps (the `X-Quartet-Client` header, or the API key it sends as a bearer), never stored as
+    sent; else this connection's own (a gradio_client `Client`'s session: gone with it)."""
+    login = _login(request)
+    if login:
+        return login
+    token = _client_token(request)
+    if token:
+        return "client:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+    return f"session:{session_of(request)}"
+
+
+def _client_token(request: gr.Request | None) -> str | None:
+    headers = getattr(request, "headers", None) or {}
+    token = str(headers.get(CLIENT_HEADER.lower()) or headers.get(CLIENT_HEADER) or "").strip()
+    if token and len(token) < _SHORTEST_TOKEN:
+        raise Refused(f"the {CLIENT_HEADER} header must be a random token of at least {_SHORTEST_TOKEN} characters")
+    bearer = str(headers.get("authorization") or "").strip()
+    if not token and bearer.lower().startswith("bearer ") and bearer[7:].strip():
+        token = "key:" + bearer[7:].strip()
+    return token or None
 
 
 def page_owner(request: gr.Request | None, browser_id: str | None) -> str:
