@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
 import fastapi
 import gradio as gr
 import uvicorn
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -50,7 +51,8 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
     limit = ctx.settings.web.max_body_mb * 2**20
     api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=limit)
-    api.add_middleware(SecurityHeaders)  # outside the gate: its refusals get the headers too
+    api.add_middleware(NoRemoteFiles)  # no URL in file=, on every page
+    api.add_middleware(SecurityHeaders)  # outside the gate and NoRemoteFiles: their refusals get the headers too
     api.add_middleware(CallerAddress)  # the page logins' throttle counts by address
 
     _mount_openai(api, ctx)
@@ -131,6 +133,28 @@ def _redirect_to(target: str) -> Any:
         return RedirectResponse(target, status_code=308)
 
     return redirect
+
+
+# A `file=` value that names a URL rather than a file of this app (Gradio streams http(s) URLs there).
+_REMOTE = re.compile(r"/file=\s*(?:[a-z][a-z0-9+.-]*:|//|\\\\)", re.IGNORECASE)
+
+
+class NoRemoteFiles:
+    """Refuses `…/file=<URL>` on every mounted page: Gradio would fetch any public address for whoever
+    asks, and nothing leaves the box. The path is matched as the server decoded it (`%3A` is `:`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _REMOTE.search(scope.get("path", "")):
+            refusal = JSONResponse(
+                {"detail": "this server does not fetch addresses: file= serves only this app's own files"},
+                status_code=403,
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:

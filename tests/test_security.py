@@ -58,6 +58,26 @@ def test_no_route_serves_a_file_outside_the_apps_folders(appliance: Appliance) -
                 assert marker not in response.content, f"{path} leaked a file"
 
 
+@pytest.mark.parametrize("prefix", ["/gradio_api/file=", "/kiosk/gradio_api/file=", "/admin/gradio_api/file="])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/x.png",
+        "HTTPS://127.0.0.1:{port}/x",
+        "http%3A//127.0.0.1:{port}/x",
+        "//127.0.0.1:{port}/x",
+    ],
+)
+def test_file_refuses_every_url(appliance: Appliance, prefix: str, url: str) -> None:
+    """Gradio streams an http(s) URL named in file= (blocking only private addresses): the mount refuses
+    any URL before Gradio sees it, so the box fetches nothing for anyone (only loopback is named here)."""
+    port = int(appliance.url.rsplit(":", 1)[1])
+    response = httpx.get(appliance.url + prefix + url.format(port=port), timeout=10)
+    assert response.status_code == 403, (response.status_code, response.text[:200])
+    assert "does not fetch addresses" in response.json()["detail"]
+    assert response.headers["Content-Security-Policy"]
+
+
 def test_password_hashes_verify_and_are_salted() -> None:
     stored = hash_password("correct horse", iterations=1000)
     assert stored.startswith("pbkdf2_sha256$1000$") and "correct horse" not in stored
