@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -241,3 +242,23 @@ def test_delete_removes_the_document_and_its_kb_file(service: KnowledgeService, 
         service.delete(service.documents()[0].id, by="user:ada")
     assert service.delete(service.documents()[0].id, by=None) and not found.exists()
     assert count(tmp_path / "kb.db", "SELECT count(*) FROM chunks") == 0
+
+
+def test_a_hard_link_in_kb_is_not_indexed(service: KnowledgeService, tmp_path: Path) -> None:
+    """kb/hl-secret.txt linked to a file outside the folder (before: its text was served to anyone)."""
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("root:x:0:0:the secret pass phrase is marmalade\n", encoding="utf-8")
+    kb_dir = tmp_path / "kb"
+    kb_dir.mkdir(exist_ok=True)
+    os.link(secret, kb_dir / "hl-secret.txt")
+    docs = ingest(service, kb_dir)
+    assert docs["hl-secret.txt"].status == "error" and "hard link" in (docs["hl-secret.txt"].error or "")
+    assert not service.search("marmalade pass phrase", k=3)
+
+
+def test_kb_names_lose_newlines_and_rtl_overrides(service: KnowledgeService, tmp_path: Path) -> None:
+    kb_dir = tmp_path / "kb"
+    kb_dir.mkdir(exist_ok=True)
+    (kb_dir / "invoice\u202etxt.exe\n.txt").write_text("The fan runs at 3000 rpm.\n", encoding="utf-8")
+    docs = ingest(service, kb_dir)
+    assert list(docs) == ["invoicetxt.exe.txt"] and docs["invoicetxt.exe.txt"].status == "ok"
