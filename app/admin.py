@@ -76,10 +76,9 @@ class AdminService:
             self.record(who, "login", "refused: no admin password is configured", ok=False)
             raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
         wait_s = self._throttle.wait_s(client)
-        if wait_s > 0:
-            self.record(who, "login", f"refused: throttled for {wait_s:.0f} s after wrong passwords", ok=False)
+        if wait_s > 0:  # not checked, so not logged: one row per password checked, not per try
             raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
-        if not verify_password(password, stored):
+        if not isinstance(password, str) or not verify_password(password, stored):
             delay = self._throttle.failed(client)
             self.record(who, "login", f"refused: wrong password (next try in {delay:.0f} s)", ok=False)
             raise AdminDenied("wrong admin password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
@@ -91,6 +90,8 @@ class AdminService:
         return token
 
     def check(self, token: str | None) -> None:
+        if not isinstance(token, str):  # a list or a number sent as the token: no session either
+            token = None
         with self._sessions_lock:
             expires = self._sessions.get(token or "")
         if expires is None or expires < time.monotonic():

@@ -11,6 +11,7 @@ import fastapi
 import gradio as gr
 import uvicorn
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from gradio.exceptions import InvalidPathError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -18,10 +19,12 @@ from app.api import errors
 from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
 from app.context import AppContext
+from app.errors import Refused
 from app.page_logins import CallerAddress, PageLogins
 from app.telemetry import metrics
 from app.telemetry.views import Health
 from app.ui import admin_page, kiosk, page
+from app.ui.errors import for_person
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -124,8 +127,30 @@ def _mount(
         footer_links=footer_links,
         css_paths=css_paths,
         js=js,
+        app_kwargs={"openapi_url": None} if logins else {},  # Gradio's /openapi.json would need no login
     )
     blocks.has_launched = True
+    _name_refused_files(blocks)
+
+
+_NOT_MOVED = re.compile(r"Cannot move (.+?) to the gradio cache dir")
+
+
+def _name_refused_files(blocks: gr.Blocks) -> None:
+    """A file Gradio refuses (not uploaded to this app) is named by its file name only: Gradio's own
+    message shows the path it made of it, the install folder included ("Cannot move /opt/quartet/file:/etc/passwd")."""
+    checked = blocks.preprocess_data
+
+    async def preprocess_data(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await checked(*args, **kwargs)
+        except InvalidPathError as err:
+            found = _NOT_MOVED.search(str(err))
+            name = Path(found.group(1)).name if found else "that file"
+            refused = Refused(f"{name} was not uploaded to this app: only an upload can be given here")
+            raise for_person(refused) from None
+
+    blocks.preprocess_data = preprocess_data  # type: ignore[method-assign]
 
 
 def _redirect_to(target: str) -> Any:

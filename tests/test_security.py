@@ -78,6 +78,11 @@ def test_file_refuses_every_url(appliance: Appliance, prefix: str, url: str) -> 
     assert response.headers["Content-Security-Policy"]
 
 
+def test_openapi_needs_a_login_when_people_log_in(guarded: str) -> None:
+    for path in ("/openapi.json", "/kiosk/openapi.json", "/admin/openapi.json"):
+        assert httpx.get(guarded + path, timeout=10).status_code in (401, 403, 404), path
+
+
 def test_password_hashes_verify_and_are_salted() -> None:
     stored = hash_password("correct horse", iterations=1000)
     assert stored.startswith("pbkdf2_sha256$1000$") and "correct horse" not in stored
@@ -229,6 +234,9 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         if any(p["parameter_name"] == "admin_token" for p in info["parameters"])
     }
     assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
+    for token in (["a-list"], {"a": 1}, 7):  # before: "TypeError: unhashable type: 'list'"
+        with pytest.raises(AppError, match="needs the admin session"):
+            c.predict("demo", token, api_name="/switch_model")
     samples = {
         "model_id": "demo",
         "endpoints": ["127.0.0.1:1"],
@@ -258,11 +266,14 @@ def test_every_step_that_takes_a_file_refuses_a_server_path(appliance: Appliance
     checked = 0
     for prefix in PAGES:
         for fn_index, inputs, files in file_inputs(page_config(appliance.url + prefix)):
-            for secret in ("/etc/passwd", str(outside), "/dev/zero", str(appliance.data_dir / "quartet.db")):
+            database = str(appliance.data_dir / "quartet.db")
+            for secret in ("/etc/passwd", "file:/etc/passwd", str(outside), "/dev/zero", database):
                 data = [file_value(secret, files[i]) if i in files else None for i in inputs]
                 started = time.monotonic()
                 done = call(appliance.url + prefix, fn_index, data)
                 assert not done.get("success"), f"{prefix or '/'} step {fn_index} accepted {secret}: {done}"
+                said = json.dumps(done.get("output"))
+                assert str(ROOT) not in said, f"the refusal of {secret} shows the install folder: {said}"
                 assert time.monotonic() - started < 10, f"{secret} held step {fn_index}"
                 assert serving(appliance.url)
                 checked += 1

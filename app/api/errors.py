@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import fastapi
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import Kind, QuartetError
 
@@ -87,3 +89,20 @@ def install(api: fastapi.FastAPI) -> None:
         where = ".".join(str(part) for part in first.get("loc", ())[1:])
         message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request body"
         return refused(_request, ApiError(message, param=where or None))
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(request: fastapi.Request, err: StarletteHTTPException) -> Response:
+        """Under /v1, FastAPI's own refusals (a body it could not parse: not UTF-8, or JSON nested too
+        deep for its parser) in OpenAI's shape; elsewhere FastAPI's own answer."""
+        if not request.url.path.startswith("/v1/"):
+            return await http_exception_handler(request, err)
+        message = str(err.detail)
+        if err.status_code == 400 and "parsing the body" in message:
+            message = "the request body is not valid JSON: it must be UTF-8, and nested at most a few hundred levels"
+        error = {
+            "message": message,
+            "type": "invalid_request_error" if err.status_code < 500 else "server_error",
+            "param": None,
+            "code": None,
+        }
+        return JSONResponse({"error": error}, status_code=err.status_code, headers=err.headers)
