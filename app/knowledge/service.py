@@ -19,6 +19,7 @@ from app.knowledge.ingest import IngestProgress, IngestQueue, Lane
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.search import Hit, hybrid_search
 from app.knowledge.store import DocumentInfo, KnowledgeStore, StoredChunk
+from app.knowledge.uploaders import Uploaders
 from app.knowledge.uploads import Uploaded, save_upload
 from app.knowledge.watcher import KbWatcher, ignored
 
@@ -33,6 +34,7 @@ class KnowledgeService:
         self.embedder = embedder
         self.kb_dir = kb_dir.resolve() if kb_dir is not None else None
         self.store = KnowledgeStore(database, model=embedder.name)
+        self.uploaders = Uploaders(database)
         self._indexer = Indexer(self.store, embedder, self.options)
         self._queue = IngestQueue(self._indexer.run, lane_of=self._lane)
         self._search_pool: ThreadPoolExecutor | None = None  # full-text side of a search, beside the vectors
@@ -98,7 +100,7 @@ class KnowledgeService:
         path = save_upload(
             self.kb_dir / folder if folder else self.kb_dir, filename, data, max_bytes=self.options.max_file_bytes
         )
-        self.store.note_uploader(str(path), owner)
+        self.uploaders.note(str(path), owner)
         self.ingest_paths([path], collection=folder)
         return path
 
@@ -140,7 +142,7 @@ class KnowledgeService:
         doc = self.store.document(document_id)
         if doc is None:
             return False
-        if by is not None and (not by or self.store.uploader(doc.path) != by):
+        if by is not None and (not by or self.uploaders.owner(doc.path) != by):
             raise QuartetError(
                 f"{doc.name} was not uploaded by you: only whoever uploaded it, or the admin, can delete it",
                 kind="denied",

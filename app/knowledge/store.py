@@ -179,17 +179,6 @@ class KnowledgeStore:
             db.table("documents").update(document_id, {"model": self.model})
             self._follow(document_id, (chunk_ids, vectors), chunks_changed=False)
 
-    def note_uploader(self, path: str, owner: str) -> None:
-        """`owner` uploaded the file at `path` (an upload that replaces a file takes it over)."""
-        with self._database.atomic() as db:
-            db.table("uploaders").upsert({"path": path, "owner": owner}, pk="path")
-
-    def uploader(self, path: str) -> str | None:
-        """Who uploaded the file at `path`; None when it came into kb/ otherwise."""
-        with self._database.read() as db:
-            rows = list(db.execute("SELECT owner FROM uploaders WHERE path = ?", [path]))
-        return str(rows[0][0]) if rows else None
-
     def delete(self, document_id: int) -> None:
         with self._database.atomic() as db:
             _delete_content(db, document_id)
