@@ -27,8 +27,8 @@ def throttle_key(request: gr.Request | None) -> str:
 
 # A page whose load has not yet said whose it is (its browser id comes with the load's answer, which a
 # loaded machine can deliver after the first click): it owns nothing and lists nothing. It must never fall
-# back to "api", the named endpoints' owner: an early "New chat" listed their conversations, and a message
-# sent before the load landed was filed under them, out of its own browser's list.
+# back to a shared owner (once "api", every named-endpoint caller's): an early "New chat" listed their
+# conversations, and a message sent before the load landed was filed under them.
 UNKNOWN_PAGE = "page:unknown"
 
 
