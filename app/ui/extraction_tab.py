@@ -15,6 +15,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.errors import Refused
 from app.extraction.fields import (
     COLUMN_COLUMNS,
     COLUMN_TYPES,
@@ -27,7 +28,7 @@ from app.extraction.fields import (
 from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
-from app.ui.callers import page_owner
+from app.ui.callers import UNKNOWN_PAGE, page_owner
 from app.ui.errors import explained
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
@@ -138,6 +139,8 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             raise SchemaProblem("paste a JSON Schema, or make one from the field table")
         chosen, schema = ex.schema_for(name, pasted if name == _CUSTOM else None)
         owner = page_owner(request, browser_id)
+        if owner == UNKNOWN_PAGE:  # its load has not answered yet: the run would be nobody's (or everyone's)
+            raise Refused("the page is still loading: press Extract again in a moment")
         run_id = ex.start_run(ex.documents_for(ids or [], where), template=chosen, schema=schema, owner=owner)
         return gr.update(choices=_run_choices(ex.runs(owner=owner)), value=run_id), None
 
