@@ -69,17 +69,18 @@ class AdminService:
     # -- sessions ---------------------------------------------------------------------------
 
     def login(self, password: str, *, who: str, client: str) -> str:
-        """An admin session token for the right password. `client` is the caller's address: after wrong
-        passwords it waits longer and longer before its next try is even checked; `who` goes to the log."""
+        """An admin session token for the right password. `client` is the caller as the throttle counts
+        it, its login name and address (app/ui/callers.py `throttle_key`: someone else behind the same
+        address, the kiosk or a proxy, cannot lock the admin out): after wrong passwords it waits longer
+        and longer before its next try is even checked; `who` goes to the log."""
         stored = self.settings.web.admin_password_hash
         if not stored:
             self.record(who, "login", "refused: no admin password is configured", ok=False)
             raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
         wait_s = self._throttle.wait_s(client)
-        if wait_s > 0:
-            self.record(who, "login", f"refused: throttled for {wait_s:.0f} s after wrong passwords", ok=False)
+        if wait_s > 0:  # not checked, so not logged: one row per password checked, not per try
             raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
-        if not verify_password(password, stored):
+        if not isinstance(password, str) or not verify_password(password, stored):
             delay = self._throttle.failed(client)
             self.record(who, "login", f"refused: wrong password (next try in {delay:.0f} s)", ok=False)
             raise AdminDenied("wrong admin password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
@@ -91,6 +92,8 @@ class AdminService:
         return token
 
     def check(self, token: str | None) -> None:
+        if not isinstance(token, str):  # a list or a number sent as the token: no session either
+            token = None
         with self._sessions_lock:
             expires = self._sessions.get(token or "")
         if expires is None or expires < time.monotonic():

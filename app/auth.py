@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
 
 _ITERATIONS = 240_000
 
@@ -35,20 +34,14 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(again, digest)
 
 
-def login_check(users: Mapping[str, str]) -> Callable[[str, str], bool] | None:
-    """Gradio's auth callable for `users` (name → hash), or None when no login is configured."""
-    if not users:
-        return None
-    return lambda name, password: name in users and verify_password(password, users[name])
-
-
 class LoginThrottle:
-    """A growing delay per client after wrong passwords: after the n-th wrong one in a row, that client's
-    next try is not even checked for 2^(n-1) seconds (at most `longest_s`). A right password clears it.
-    It remembers at most `clients` clients, forgetting the least recent."""
+    """A growing delay per client after wrong passwords: after the n-th wrong one in a row (beyond the
+    first `free` ones, a typo's allowance), that client's next try is not even checked for 2^(n-1)
+    seconds (at most `longest_s`). A right password clears it. It remembers at most `clients` clients,
+    forgetting the least recent."""
 
-    def __init__(self, *, longest_s: float = 300.0, clients: int = 10_000) -> None:
-        self.longest_s, self.clients = longest_s, clients
+    def __init__(self, *, longest_s: float = 300.0, clients: int = 10_000, free: int = 0) -> None:
+        self.longest_s, self.clients, self.free = longest_s, clients, free
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # who → (wrong in a row, not before)
         self._lock = threading.Lock()
 
@@ -61,7 +54,7 @@ class LoginThrottle:
         """Note a wrong password; the seconds this client now waits."""
         with self._lock:
             count = self._failures.pop(who, (0, 0.0))[0] + 1
-            delay = min(self.longest_s, 2.0 ** (count - 1))
+            delay = 0.0 if count <= self.free else min(self.longest_s, 2.0 ** (count - 1 - self.free))
             self._failures[who] = (count, time.monotonic() + delay)
             while len(self._failures) > self.clients:
                 self._failures.popitem(last=False)

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 from typing import Any
 
 import fastapi
 import gradio as gr
 import uvicorn
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from gradio.exceptions import InvalidPathError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import errors
 from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
-from app.auth import login_check
 from app.context import AppContext
+from app.errors import Refused
+from app.page_logins import CallerAddress, PageLogins
 from app.telemetry import metrics
 from app.telemetry.views import Health
 from app.ui import admin_page, kiosk, page
+from app.ui.errors import for_person
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -49,7 +54,9 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
     limit = ctx.settings.web.max_body_mb * 2**20
     api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=limit)
-    api.add_middleware(SecurityHeaders)  # outside the gate: its refusals get the headers too
+    api.add_middleware(NoRemoteFiles)  # no URL in file=, on every page
+    api.add_middleware(SecurityHeaders)  # outside the gate and NoRemoteFiles: their refusals get the headers too
+    api.add_middleware(CallerAddress)  # the page logins' throttle counts by address
 
     _mount_openai(api, ctx)
     settings = ctx.settings
@@ -73,11 +80,13 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
 
     reconnect = _scripts("kiosk.js")
     css = [ASSETS / "quartet.css"]
-    _mount(api, ctx, kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
-    admin = admin_page.build(ctx.admin, ctx.status)
+    logins = PageLogins(settings.web.users) if settings.web.users else None  # one throttle for every page
+    mount = functools.partial(_mount, api, ctx, logins=logins)
+    mount(kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
     restore_mb = ctx.settings.backup.max_upload_mb  # a backup holds every document: more than one may be
-    _mount(api, ctx, admin, "/admin", footer_links=[], css_paths=css, max_file_bytes=restore_mb * 2**20)
-    _mount(api, ctx, page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
+    admin = admin_page.build(ctx.admin, ctx.status)
+    mount(admin, "/admin", footer_links=[], css_paths=css, max_file_bytes=restore_mb * 2**20)
+    mount(page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
     return api
 
 
@@ -93,6 +102,7 @@ def _mount(
     blocks: gr.Blocks,
     path: str,
     *,
+    logins: PageLogins | None,
     footer_links: list[str],
     css_paths: list[Path],
     js: str | None = None,
@@ -110,7 +120,7 @@ def _mount(
         api,
         blocks,
         path=path,
-        auth=login_check(ctx.settings.web.users),
+        auth=logins.check if logins else None,
         max_file_size=max_file_bytes or ctx.settings.knowledge.max_file_bytes,
         server_name=ctx.settings.web.host,
         server_port=ctx.settings.web.port,
@@ -119,8 +129,30 @@ def _mount(
         footer_links=footer_links,
         css_paths=css_paths,
         js=js,
+        app_kwargs={"openapi_url": None} if logins else {},  # Gradio's /openapi.json would need no login
     )
     blocks.has_launched = True
+    _name_refused_files(blocks)
+
+
+_NOT_MOVED = re.compile(r"Cannot move (.+?) to the gradio cache dir")
+
+
+def _name_refused_files(blocks: gr.Blocks) -> None:
+    """A file Gradio refuses (not uploaded to this app) is named by its file name only: Gradio's own
+    message shows the path it made of it, the install folder included ("Cannot move /opt/quartet/file:/etc/passwd")."""
+    checked = blocks.preprocess_data
+
+    async def preprocess_data(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await checked(*args, **kwargs)
+        except InvalidPathError as err:
+            found = _NOT_MOVED.search(str(err))
+            name = Path(found.group(1)).name if found else "that file"
+            refused = Refused(f"{name} was not uploaded to this app: only an upload can be given here")
+            raise for_person(refused) from None
+
+    blocks.preprocess_data = preprocess_data  # type: ignore[method-assign]
 
 
 def _redirect_to(target: str) -> Any:
@@ -128,6 +160,28 @@ def _redirect_to(target: str) -> Any:
         return RedirectResponse(target, status_code=308)
 
     return redirect
+
+
+# A `file=` value that names a URL rather than a file of this app (Gradio streams http(s) URLs there).
+_REMOTE = re.compile(r"/file=\s*(?:[a-z][a-z0-9+.-]*:|//|\\\\)", re.IGNORECASE)
+
+
+class NoRemoteFiles:
+    """Refuses `…/file=<URL>` on every mounted page: Gradio would fetch any public address for whoever
+    asks, and nothing leaves the box. The path is matched as the server decoded it (`%3A` is `:`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _REMOTE.search(scope.get("path", "")):
+            refusal = JSONResponse(
+                {"detail": "this server does not fetch addresses: file= serves only this app's own files"},
+                status_code=403,
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:

@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 
-from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, wait_until
+from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, api_client, wait_until
 
 # The contrast ratio (WCAG) of an element's text against the first opaque background behind it.
 CONTRAST = """(el) => {
@@ -101,9 +101,8 @@ def engine_idle(appliance: Appliance, timeout: float = 180.0) -> None:
     """Wait until no answer runs or waits (what an earlier test started has ended): an answer that shares
     its steps with others can come out differently (llama.cpp's batched arithmetic), so a test that needs
     the model's solo answer waits for this first."""
-    from gradio_client import Client
 
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     wait_until(
         lambda: (queue := c.predict(api_name="/status")["queue"]) and not queue["running"] and not queue["waiting"],
         timeout=timeout,
@@ -158,9 +157,9 @@ def admin_login(page: Any, url: str) -> None:
 
 def ingest(appliance: Appliance, path: Path) -> int:
     """Put a file in the library through the `ingest` endpoint; its document id once it is indexed."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     c.predict([handle_file(str(path))], api_name="/ingest")
     doc = wait_until(
         lambda: next(
@@ -173,16 +172,32 @@ def ingest(appliance: Appliance, path: Path) -> int:
 
 
 def document(appliance: Appliance, doc_id: int) -> dict[str, Any]:
-    from gradio_client import Client
 
-    docs = Client(appliance.url, verbose=False).predict(api_name="/documents")
+    docs = api_client(appliance.url).predict(api_name="/documents")
     return dict(next(d for d in docs if d["id"] == doc_id))
 
 
-def forget(appliance: Appliance, *doc_ids: int) -> None:
-    from gradio_client import Client
+def admin_token(appliance: Appliance) -> str:
+    """An admin session's token through `admin_login`, waiting out a throttle another test's wrong
+    password started."""
+    from gradio_client.exceptions import AppError
 
-    c = Client(appliance.url, verbose=False)  # leave the shared appliance's library as it was
+    c = api_client(appliance.url)
+
+    def logged_in() -> str | None:
+        try:
+            return str(c.predict(ADMIN_PASSWORD, api_name="/admin_login"))
+        except AppError as err:
+            if "try again in" not in str(err):
+                raise
+            return None
+
+    return str(wait_until(logged_in, timeout=30, every=1.0))
+
+
+def forget(appliance: Appliance, *doc_ids: int) -> None:
+
+    c = api_client(appliance.url)  # leave the shared appliance's library as it was
     for doc_id in doc_ids:
         c.predict(doc_id, api_name="/delete_document")
 

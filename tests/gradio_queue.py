@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from tests.harness import CLIENT_ID
+
 # Components whose value is a file (FileData): what a client can send a server path through.
 FILE_COMPONENTS = {
     "file",
@@ -70,7 +72,9 @@ def call(
     with httpx.Client(timeout=timeout) as http:
         payload = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
         joined = http.post(  # JSON with \\u escapes: any text a client may send, lone surrogates too
-            base + "/queue/join", content=json.dumps(payload), headers={"Content-Type": "application/json"}
+            base + "/queue/join",
+            content=json.dumps(payload),
+            headers={"Content-Type": "application/json", "X-Quartet-Client": CLIENT_ID},
         )
         if joined.status_code != 200:
             return {"success": False, "status_code": joined.status_code, "output": joined.text}

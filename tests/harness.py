@@ -26,6 +26,10 @@ from launcher.cluster import CardProcesses
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 API_KEY = "sk-quartet-test"
+# The tests' own identity for the named endpoints (docs/api.md, "Who you are"): the clients that one test
+# makes (and the next, on the shared appliance) are one client, as one program's would be; a test of
+# ownership makes clients of other identities.
+CLIENT_ID = "quartet-tests-shared-client-identity"
 ADMIN_PASSWORD = "admin-test-password"
 # A step of the demo model takes milliseconds; the tests' appliance calls a card hung after this many
 # seconds without one (the product's default is far wider, for a 27B model on real boards).
@@ -256,3 +260,10 @@ def shared_words(a: str, b: str) -> int:
     """How many words two answers share from their start (how long a batched answer stays its solo one)."""
     pairs = zip(a.split(), b.split(), strict=False)
     return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], pairs))
+
+
+def api_client(url: str, *, client_id: str = CLIENT_ID) -> Any:
+    """A gradio_client Client that keeps `client_id` as its identity (the X-Quartet-Client header)."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, headers={"X-Quartet-Client": client_id})

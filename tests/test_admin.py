@@ -10,7 +10,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from tests.browser_helpers import admin_login
-from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, get_json, wait_until
+from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, api_client, get_json, wait_until
 
 
 def login(c: Client) -> str:
@@ -28,7 +28,7 @@ def login(c: Client) -> str:
 
 @pytest.fixture(scope="module")
 def admin(appliance: Appliance) -> tuple[Client, str]:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     return c, login(c)
 
 
@@ -43,7 +43,7 @@ def still_serving(c: Client) -> None:
 
 
 def test_switching_without_the_admin_session_is_refused(appliance: Appliance) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     with pytest.raises(AppError, match="admin session"):
         c.predict("demo-small", "", api_name="/switch_model")
     with pytest.raises(AppError, match="admin session"):
@@ -55,7 +55,7 @@ def test_switching_without_the_admin_session_is_refused(appliance: Appliance) ->
 
 def test_wrong_admin_passwords_are_throttled_and_logged(appliance: Appliance) -> None:
     """After each wrong password the next try waits longer; even the right one is not checked meanwhile."""
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     login(c)
     with pytest.raises(AppError, match=r"wrong admin password; try again in 1 s"):
         c.predict("guess-1", api_name="/admin_login")

@@ -14,11 +14,11 @@ from gradio_client.exceptions import AppError
 
 from app.telemetry.views import ApplianceStatus
 from app.ui import display, panels
-from tests.harness import STEP_TIMEOUT_S, Appliance, get_json, wait_until
+from tests.harness import STEP_TIMEOUT_S, Appliance, api_client, get_json, wait_until
 
 
 def client(appliance: Appliance) -> Client:
-    return Client(appliance.url, verbose=False)
+    return api_client(appliance.url)
 
 
 def status(appliance: Appliance) -> dict[str, Any]:

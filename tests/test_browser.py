@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import CHAT_READY, extract_with, ingest, open_chat, open_tab
+from tests.browser_helpers import CHAT_READY, extract_with, ingest, open_chat, open_tab, send
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -207,6 +207,34 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
     finally:
         page.close()
         listener.shutdown()
+
+
+@pytest.mark.parametrize(
+    "bypass",
+    [
+        "a mid-line ~~~ fence, then",
+        "a mid-line ``` fence, then",
+        "an escaped backtick \\` then",
+    ],
+)
+def test_markup_after_a_code_fence_or_backtick_renders_no_element(
+    browser: Any, appliance: Appliance, bypass: str
+) -> None:
+    """Raw HTML after what a regex took for the start of code (before: a real <img>, a live <a href> and
+    a <style> element reached the page): the message shows the tags as text, and the DOM has none of them."""
+    text = f'{bypass} <img src="http://127.0.0.1:9/x.png"> <a href="http://127.0.0.1:9/">live</a> <style>.q{{}}</style>'
+    page = open_chat(browser, appliance.url, 1280, 900)
+    try:
+        page.locator("#new-chat").click()
+        send(page, text)
+        user = page.locator("#chatbot [data-testid='user']").last
+        found = user.evaluate(
+            "(e) => ['img', 'a[href]', 'style', 'script'].filter((q) => e.querySelector(q)).join(' ')"
+        )
+        assert found == "", f"the message rendered {found}: {user.inner_html()}"
+        assert "<img" in user.inner_text() and "<style>" in user.inner_text()
+    finally:
+        page.close()
 
 
 # A schema whose table must have a row: the grid, its badges, a correction and the export are this test's

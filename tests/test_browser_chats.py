@@ -12,12 +12,11 @@ import secrets
 from typing import Any
 
 import pytest
-from gradio_client import Client
 
 from app.chat.store import ChatStore
 from app.database import Database
 from tests.browser_helpers import ANSWER_OVER, admin_login, browser_context, goto, open_tab, send
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -121,7 +120,7 @@ def test_an_admin_setting_typed_at_once_after_login_is_kept(browser: Any, applia
         field = page.locator("#parallel input")
         # as soon as the field shows the engine's value (what a person sees before typing): the accordion's
         # fields are drawn when it opens and take the login's values then, a few ms after the click
-        slots = Client(appliance.url, verbose=False).predict(api_name="/status")["queue"]["parallel"]
+        slots = api_client(appliance.url).predict(api_name="/status")["queue"]["parallel"]
         wait_until(lambda: field.input_value() == str(slots), timeout=10)
         field.fill("3")
         page.wait_for_timeout(1_500)

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 from tests.browser_helpers import CONTRAST, TOAST, Streams, forget, ingest, open_tab
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -65,7 +65,7 @@ def cell(page: Any, name: str, column: int) -> Any:
 
 
 def queue(appliance: Appliance) -> dict[str, Any]:
-    return dict(Client(appliance.url, verbose=False).predict(api_name="/status")["queue"])
+    return dict(api_client(appliance.url).predict(api_name="/status")["queue"])
 
 
 def test_stop_on_an_ask_waiting_in_line_takes_it_out_without_an_error(
@@ -131,7 +131,7 @@ def test_indexing_moves_forward_phase_by_phase_and_the_upload_report_follows_it(
         report = page.locator("#upload-status").inner_text()
     finally:
         page.close()
-        docs = Client(appliance.url, verbose=False).predict(api_name="/documents")
+        docs = api_client(appliance.url).predict(api_name="/documents")
         forget(appliance, *[d["id"] for d in docs if d["name"] == long.name])
     assert "{" not in report and "queued" not in report, report  # words, and where the file stands now
     assert rows, "the table never showed the file"
@@ -168,7 +168,7 @@ def test_broken_and_duplicate_uploads_can_be_removed(browser: Any, appliance: Ap
     page = open_tab(browser, appliance.url, "Documents", 1280, 800)
     try:
         page.locator("#upload input[type=file]").set_input_files([str(copy), str(broken)])
-        client = Client(appliance.url, verbose=False)
+        client = api_client(appliance.url)
         states = lambda: {d["name"]: d["status"] for d in client.predict(api_name="/documents")}  # noqa: E731
         wait_until(lambda: states().get(copy.name) == "duplicate" and states().get(broken.name) == "error", 120, 0.5)
         for name, state in ((copy.name, "duplicate"), (broken.name, "not indexed")):
@@ -202,7 +202,7 @@ def test_the_library_reads_at_1366x768_with_ten_documents(
         notes.append(note)
     broken = tmp_path / "library-broken-scan.pdf"
     broken.write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 200)
-    client = Client(appliance.url, verbose=False)
+    client = api_client(appliance.url)
     client.predict([handle_file(str(p)) for p in [*notes, broken]], api_name="/ingest")
     names = {p.name for p in [*notes, broken]}
     wait_until(

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -37,28 +38,42 @@ SHOWN = """(cell) => {
 
 
 @pytest.fixture(scope="module")
-def finished(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
-    """A finished invoice run over one small invoice: (run id, document name)."""
+def one_browser(browser: Any) -> Iterator[Any]:
+    """One browser (a context: its storage, so its identity) for the module: a run belongs to the browser
+    that started it, and only that browser lists it."""
+    context = browser.new_context(viewport=SIZE, accept_downloads=True)
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def finished(appliance: Appliance, one_browser: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
+    """A finished invoice run over one small invoice, started on the page: (run id, document name)."""
     folder = tmp_path_factory.mktemp("browser-extraction")
     doc = folder / "invoice-tab-4410.txt"
     doc.write_text(INVOICE, encoding="utf-8")
-    client = Client(appliance.url, verbose=False)
+    client = api_client(appliance.url)
     client.predict([handle_file(str(doc))], api_name="/ingest")
     indexed = lambda: any(  # noqa: E731
         d["name"] == doc.name and d["status"] == "ok" for d in client.predict(api_name="/documents")
     )
     wait_until(indexed, timeout=180, every=0.5)
-    run_id = client.predict([doc.name], "", "invoice", api_name="/extraction_run")
-    wait_until(
-        lambda: client.predict(run_id, api_name="/extraction_results")["status"] in ("done", "error"),
-        timeout=300,
-        every=1.0,
-    )
+    page = open_tab(one_browser, appliance)
+    page.locator("#extract-template input").click()
+    page.get_by_role("option", name="Invoice", exact=True).click()
+    page.locator("#extract-docs input").click()
+    page.get_by_role("option", name=doc.name).click()
+    page.keyboard.press("Escape")
+    page.locator("#extract-run").click()
+    over = re.compile(r"1 of 1 documents — (done|error)")
+    page.locator("#extract-progress").get_by_text(over).wait_for(timeout=300_000)
+    run_id = int(re.match(r"#(\d+) ", page.locator("#extract-runs input").input_value()).group(1))  # type: ignore[union-attr]
+    page.close()
     return run_id, doc.name
 
 
-def open_tab(browser: Any, appliance: Appliance) -> Any:
-    page = browser.new_page(viewport=SIZE, accept_downloads=True)
+def open_tab(one_browser: Any, appliance: Appliance) -> Any:
+    page = one_browser.new_page()
     page.goto(appliance.url, wait_until="load")
     page.get_by_role("tab", name="Extraction").click()
     page.locator("#extract-run").wait_for(timeout=15_000)
@@ -91,8 +106,8 @@ def edit_cell(frame: Any, row: int, column: int, text: str) -> None:
     editor.press("Enter")
 
 
-def test_a_field_table_error_reaches_the_page(browser: Any, appliance: Appliance) -> None:
-    page = open_tab(browser, appliance)
+def test_a_field_table_error_reaches_the_page(one_browser: Any, appliance: Appliance) -> None:
+    page = open_tab(one_browser, appliance)
     field_table_of_the_invoice(page)
     edit_cell(page.locator("#field-table"), 1, 1, "money")
     page.locator("#to-schema").click()
@@ -102,8 +117,10 @@ def test_a_field_table_error_reaches_the_page(browser: Any, appliance: Appliance
     page.close()
 
 
-def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, appliance: Appliance, artifacts: Path) -> None:
-    page = open_tab(browser, appliance)
+def test_rows_are_added_typed_from_a_dropdown_and_deleted(
+    one_browser: Any, appliance: Appliance, artifacts: Path
+) -> None:
+    page = open_tab(one_browser, appliance)
     field_table_of_the_invoice(page)
     rows = page.locator("#field-table [data-testid^='cell-'][data-testid$='-0']")
     before = rows.count()
@@ -131,10 +148,10 @@ def test_rows_are_added_typed_from_a_dropdown_and_deleted(browser: Any, applianc
 
 
 def test_headers_stay_on_one_line_and_every_cell_carries_its_flag(
-    browser: Any, appliance: Appliance, finished: tuple[int, str], artifacts: Path
+    one_browser: Any, appliance: Appliance, finished: tuple[int, str], artifacts: Path
 ) -> None:
     run_id, name = finished
-    page = open_tab(browser, appliance)
+    page = open_tab(one_browser, appliance)
     show_run(page, run_id, name)
     table = page.locator("#extract-results")
     headers = table.locator("th")
@@ -150,9 +167,9 @@ def test_headers_stay_on_one_line_and_every_cell_carries_its_flag(
     page.close()
 
 
-def test_a_stopped_run_says_stopped(browser: Any, appliance: Appliance, finished: tuple[int, str]) -> None:
+def test_a_stopped_run_says_stopped(one_browser: Any, appliance: Appliance, finished: tuple[int, str]) -> None:
     _, name = finished
-    page = open_tab(browser, appliance)
+    page = open_tab(one_browser, appliance)
     page.locator("#extract-docs input").click()
     page.get_by_role("option", name=name).click()
     page.keyboard.press("Escape")
@@ -167,10 +184,10 @@ def test_a_stopped_run_says_stopped(browser: Any, appliance: Appliance, finished
 
 
 def test_a_correction_shows_its_new_snippet_and_the_json_keeps_the_original(
-    browser: Any, appliance: Appliance, finished: tuple[int, str]
+    one_browser: Any, appliance: Appliance, finished: tuple[int, str]
 ) -> None:
     run_id, name = finished
-    page = open_tab(browser, appliance)
+    page = open_tab(one_browser, appliance)
     show_run(page, run_id, name)
     table = page.locator("#extract-results")
     column = [h.inner_text().strip() for h in table.locator("th").all()].index("invoice_number")

@@ -27,7 +27,7 @@ from tests.browser_helpers import (
     stopped,
     toast_saying,
 )
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -85,9 +85,8 @@ def test_a_drop_with_a_file_too_large_reports_and_indexes_every_other_file(
     assert not page.locator(TOAST).filter(has_text="exceed").count(), "the browser refused the drop"
     page.screenshot(path=str(artifacts / "documents-drop-too-large.png"))
     page.close()
-    from gradio_client import Client
 
-    docs = Client(appliance.url, verbose=False).predict(api_name="/documents")
+    docs = api_client(appliance.url).predict(api_name="/documents")
     forget(appliance, *[d["id"] for d in docs if d["name"] in (small.name, other.name)])
 
 

@@ -21,6 +21,7 @@ import pytest
 from tests.browser_helpers import (
     CONTRAST,
     admin_login,
+    admin_token,
     browser_context,
     engine_idle,
     goto,
@@ -29,7 +30,7 @@ from tests.browser_helpers import (
     send,
     stopped,
 )
-from tests.harness import Appliance, free_port, wait_until
+from tests.harness import Appliance, api_client, free_port, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -267,12 +268,12 @@ def test_documents_tab_at_1280x800(browser: Any, appliance: Appliance, artifacts
         "() => !document.querySelector('#documents').innerText.includes('broken-scan-ui.pdf')", timeout=15_000
     )
     page.close()
-    from gradio_client import Client
 
-    c = Client(appliance.url, verbose=False)  # leave the shared appliance's library as it was
+    c = api_client(appliance.url)  # leave the shared appliance's library as it was: the page uploaded it
+    token = admin_token(appliance)
     for doc in c.predict(api_name="/documents"):
         if doc["name"] == good.name:
-            assert c.predict(doc["id"], api_name="/delete_document") is True
+            assert c.predict(doc["id"], token, api_name="/delete_document") is True
 
 
 def test_regenerate_keeps_versions_and_a_question_can_be_edited(browser: Any, appliance: Appliance) -> None:

@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from app.chat.service import model_history
 from app.chat.store import ChatStore, StoredMessage
 from app.database import Database
-from tests.harness import Appliance
+from tests.harness import Appliance, api_client
 
 
 def said(role: str, content: str, status: str = "ok") -> StoredMessage:
@@ -67,7 +66,7 @@ def test_an_answer_being_written_is_marked_interrupted_at_the_next_start(tmp_pat
 
 
 def test_a_failed_answer_does_not_break_the_conversation(appliance: Appliance) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     _answer, cid, _ = c.predict("Hello there.", "", "", 8, api_name="/chat")
     with pytest.raises(AppError, match=r"(?i)context|too long"):
         c.predict("word " * 6000, cid, "", 8, api_name="/chat")
@@ -78,7 +77,7 @@ def test_a_failed_answer_does_not_break_the_conversation(appliance: Appliance) -
 
 
 def test_the_app_killed_mid_answer_keeps_what_was_shown(appliance: Appliance) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     job = c.submit(
         "Write a very long story about a lighthouse keeper and the sea, in many chapters.",
         "",
@@ -100,6 +99,6 @@ def test_the_app_killed_mid_answer_keeps_what_was_shown(appliance: Appliance) ->
     appliance.proc.send_signal(signal.SIGKILL)
     appliance.proc.wait(timeout=10)
     appliance.start()
-    saved = Client(appliance.url, verbose=False).predict(cid, api_name="/history")
+    saved = api_client(appliance.url).predict(cid, api_name="/history")
     assert saved[-1]["role"] == "assistant" and saved[-1]["status"] == "interrupted"
     assert saved[-1]["content"].startswith(shown), (shown, saved[-1]["content"])

@@ -187,12 +187,17 @@ def test_a_database_made_before_migrations_upgrades_once_and_loses_no_row(tmp_pa
 
     database = Database(path)
     _open_all_stores(database)  # a migration that ran again would fail: its tables exist
-    assert _as_before(_rows(path), before) == before
+    after = _rows(path)
+    assert after.pop("uploaders") == []  # knowledge 003_uploaders: a new table
+    assert {row[-1] for row in after["extraction_runs"]} == {""}  # extraction 002_run_owner: nobody's
+    after["extraction_runs"] = [row[:-1] for row in after["extraction_runs"]]
+    assert _as_before(after, before) == before  # knowledge 002_ocr: new columns, empty
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = '_migrations'").fetchone()[0] == 0
     carried = conn.execute("SELECT migration_set, name, applied_at FROM _sqlite_migrations ORDER BY 1, 2").fetchall()
     assert set(old) <= set(carried), "the old migration records are kept"
-    assert {(s, n) for s, n, _ in carried} - {(s, n) for s, n, _ in old} == {("knowledge", "002_ocr")}
+    added = {name for _set, name, _at in carried} - {name for _set, name, _at in old}
+    assert added == {"002_ocr", "003_uploaders", "002_run_owner"}
     dump = list(conn.iterdump())
     database.close()
 

@@ -10,7 +10,7 @@ from gradio_client import Client, handle_file
 
 from app.knowledge.answer import NOTHING_FOUND
 from tests.documents import ZH, encrypted
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 from tests.library import PASSWORD, handbook
 
 HANDBOOK = "quartet-handbook.pdf"  # four pages: box, cabling, cooling, troubleshooting
@@ -33,7 +33,7 @@ def library(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> d
     folder = tmp_path_factory.mktemp("uploads")
     (folder / HANDBOOK).write_bytes(handbook())
     (folder / ENCRYPTED).write_bytes(encrypted(handbook(), PASSWORD))
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     files = [folder / HANDBOOK, folder / ENCRYPTED, CHINESE]
     statuses = c.predict([handle_file(str(p)) for p in files], api_name="/ingest")[0]
     assert [s["status"] for s in statuses] == ["queued"] * 3
@@ -52,7 +52,7 @@ def test_uploaded_files_are_indexed_with_their_pages(library: dict[str, dict[str
 def test_an_answer_streams_with_sources_that_name_file_and_page(
     appliance: Appliance, library: dict[str, dict[str, Any]]
 ) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     job = c.submit("At what temperature do the cards throttle?", [library[HANDBOOK]["id"]], api_name="/ask")
     updates = list(job)
     answer, sources = job.result()
@@ -66,7 +66,7 @@ def test_an_answer_streams_with_sources_that_name_file_and_page(
 def test_a_real_pdf_is_indexed_and_cited(appliance: Appliance, corpus: Path) -> None:
     """The real-world layer: a pdflatex document from the corpus, uploaded and asked about."""
     blind_text = corpus / "pdf" / "pdflatex-4-pages.pdf"
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     c.predict([handle_file(str(blind_text))], api_name="/ingest")
     doc = indexed(c, blind_text.name)[0]
     assert (doc["status"], doc["pages"]) == ("ok", 4)
@@ -76,7 +76,7 @@ def test_a_real_pdf_is_indexed_and_cited(appliance: Appliance, corpus: Path) -> 
 
 
 def test_chinese_questions_find_chinese_passages(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     sources = c.submit("RPC 服务器是怎么部署的？", [library[CHINESE.name]["id"]], api_name="/ask").result()[1]
     assert sources and all(s["file"] == CHINESE.name for s in sources)
     assert any("RPC" in s["text"] for s in sources)
@@ -85,13 +85,13 @@ def test_chinese_questions_find_chinese_passages(appliance: Appliance, library: 
 def test_a_question_the_documents_cannot_answer_says_so(
     appliance: Appliance, library: dict[str, dict[str, Any]]
 ) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     answer, sources = c.submit("Which football club won the 1954 World Cup final?", [], api_name="/ask").result()
     assert answer == NOTHING_FOUND and sources == []
 
 
 def test_a_whole_document_is_read_part_by_part(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     job = c.submit(library[HANDBOOK]["id"], "", api_name="/summarize")
     progress = [p for _, p in job]
     answer, last = job.result()
@@ -102,13 +102,13 @@ def test_a_whole_document_is_read_part_by_part(appliance: Appliance, library: di
 def test_a_document_that_failed_cannot_be_summarised(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
     from gradio_client.exceptions import AppError
 
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     with pytest.raises(AppError, match="not indexed"):
         c.predict(library[ENCRYPTED]["id"], "", api_name="/summarize")
 
 
 def test_an_encrypted_pdf_opens_with_its_password(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     locked = library[ENCRYPTED]
     assert locked["error_kind"] == "encrypted"
     c.predict(locked["id"], PASSWORD, api_name="/unlock")

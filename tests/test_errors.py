@@ -197,6 +197,29 @@ def test_the_v1_handler_answers_a_body_that_does_not_validate_in_openais_shape(v
     assert error["type"] == "invalid_request_error" and error["param"] == "n" and error["message"].startswith("n: ")
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"n": "\xff\xfe"}', b'{"n": ' + b"[" * 3000 + b"]" * 3000 + b"}"],
+    ids=["invalid UTF-8", "nested 3,000 deep"],
+)
+def test_a_body_the_parser_cannot_read_gets_openais_shape(v1: TestClient, raw: bytes) -> None:
+    """Before: FastAPI's own {"detail": "There was an error parsing the body"}."""
+    response = v1.post("/v1/body", content=raw, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and "not valid JSON" in error["message"], error
+
+
+def test_n_other_than_one_says_n_must_be_1() -> None:
+    from app.api.request_models import refuse_unsupported
+
+    with pytest.raises(ApiError, match="n must be 1") as refused:
+        refuse_unsupported(0, None, ())
+    assert refused.value.param == "n"
+    with pytest.raises(ApiError, match=r"n > 1 is not supported"):
+        refuse_unsupported(2, None, ())
+
+
 def test_the_gradio_wrapper_hands_the_handler_valid_text(gradio_app: str) -> None:
     step = named_step(page_config(gradio_app), "echo")
     done = call(gradio_app, step, ["hello \udc80 world", ["\ud800", "fine"]])  # sent as \\u escapes

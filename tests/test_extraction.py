@@ -14,7 +14,7 @@ from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import is_grounded
 from app.extraction.json_schema import load_templates
-from tests.harness import Appliance, metric, wait_until
+from tests.harness import Appliance, api_client, metric, wait_until
 from tests.library import datasheet
 
 TEMPLATES = load_templates(Path(__file__).resolve().parent.parent / "assets" / "schemas")
@@ -51,7 +51,7 @@ def client(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> Cl
     folder = tmp_path_factory.mktemp("extraction")
     (folder / "invoice-nordlicht.txt").write_text(INVOICE, encoding="utf-8")
     (folder / "发票-四芯.txt").write_text(INVOICE_ZH, encoding="utf-8")
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     (folder / DATASHEET).write_bytes(datasheet())
     files = [folder / "invoice-nordlicht.txt", folder / "发票-四芯.txt", folder / DATASHEET]
     c.predict([handle_file(str(p)) for p in files], api_name="/ingest")

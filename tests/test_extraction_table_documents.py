@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import normalise
 from app.extraction.json_schema import check_schema, format_checker
-from tests.harness import Appliance, metric, wait_until
+from tests.harness import Appliance, api_client, metric, wait_until
 from tests.table_documents import Known, chinese_invoice, invoice, lab_report, pdf
 
 # The share of the known cells the 270M demo model got, measured here (lab report: 0.50, 6 of 12 rows
@@ -71,7 +71,7 @@ def client(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> Cl
     (folder / DOCUMENTS["invoice"]).write_bytes(pdf(invoice().pages))
     (folder / DOCUMENTS["lab"]).write_bytes(pdf(lab_report().pages))
     (folder / DOCUMENTS["chinese"]).write_text("\n".join(chinese_invoice().pages[0]), encoding="utf-8")
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     c.predict([handle_file(str(folder / name)) for name in DOCUMENTS.values()], api_name="/ingest")
 
     def ready() -> bool:

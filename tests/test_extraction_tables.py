@@ -329,7 +329,7 @@ def test_a_cell_corrected_in_the_table_grid_becomes_a_correction_of_that_documen
 
     store = ExtractionStore(Database(tmp_path / "q.db"))
     service = ExtractionService(store, None, None, ROOT / "assets/schemas")  # type: ignore[arg-type]
-    run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=2)
+    run_id = store.create_run(template="t", schema=SCHEMA, title="T", documents_total=2, owner="user:ada")
     for name, rows in (
         ("a.pdf", [{"description": "Hardened steel shaft", "quantity": 120}]),
         ("b.pdf", [{"description": "CNC machining setup", "quantity": 1}, {"description": "x"}]),
@@ -344,16 +344,16 @@ def test_a_cell_corrected_in_the_table_grid_becomes_a_correction_of_that_documen
             "unit_price": "",
             "amount": "",
         }
-        for r, i, row in service.table_rows(run_id, "lines")
+        for r, i, row in service.table_rows(run_id, "lines", owner="user:ada")
     ]
     assert [(s["document"], s["row"]) for s in shown] == [("a.pdf", "1"), ("b.pdf", "1"), ("b.pdf", "2")]
     shown[2]["quantity"], shown[2]["amount"] = "3", "1,050.00"
-    assert service.correct_table_cells(run_id, "lines", shown) == 2
+    assert service.correct_table_cells(run_id, "lines", shown, owner="user:ada") == 2
     a, b = store.results(run_id)
     assert a.corrected == {} and b.corrected["lines"][1] == {"description": "x", "quantity": 3, "amount": 1050.0}
     assert b.final["lines"][0] == {"description": "CNC machining setup", "quantity": 1}
     shown[0]["quantity"] = "many"
     with pytest.raises(ValueError, match=r"a\.pdf, lines/0/quantity: 'many' is not of type 'number'"):
-        service.correct_table_cells(run_id, "lines", shown)
+        service.correct_table_cells(run_id, "lines", shown, owner="user:ada")
     with pytest.raises(ValueError, match="'number' is not a table"):
-        service.correct_table_cells(run_id, "number", shown)
+        service.correct_table_cells(run_id, "number", shown, owner="user:ada")

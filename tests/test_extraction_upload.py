@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from app.extraction.json_schema import load_templates
-from tests.harness import Appliance
+from tests.harness import Appliance, api_client
 from tests.table_documents import invoice, pdf
 
 INVOICE = load_templates(Path(__file__).resolve().parent.parent / "assets" / "schemas")["invoice"].schema
@@ -26,7 +26,7 @@ def test_a_pdf_is_uploaded_and_extracted_in_one_call(appliance: Appliance, tmp_p
     made = tmp_path / "upload-and-extract invoice.pdf"
     pages = [*known.pages[:-1], [*known.pages[-1], "Sent through extract(file=...) in one call."]]  # its own bytes
     made.write_bytes(pdf(pages))
-    client = Client(appliance.url, verbose=False)
+    client = api_client(appliance.url)
     job = client.submit(file=handle_file(str(made)), template="invoice", api_name="/extract")
     updates: list[dict[str, Any]] = list(job)
     result = job.result()
@@ -49,7 +49,7 @@ def test_a_pdf_is_uploaded_and_extracted_in_one_call(appliance: Appliance, tmp_p
 def test_a_bad_file_gets_a_clear_error_and_the_app_stays_up(appliance: Appliance, tmp_path: Path) -> None:
     broken = tmp_path / "broken-for-extract.pdf"
     broken.write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\nthis is no PDF at all\n")
-    client = Client(appliance.url, verbose=False)
+    client = api_client(appliance.url)
     with pytest.raises(AppError, match=r"broken-for-extract\.pdf could not be indexed: \S"):
         client.predict(file=handle_file(str(broken)), template="invoice", api_name="/extract")
     with pytest.raises(AppError, match=r"name a document .* or send a file"):
@@ -72,6 +72,6 @@ def test_a_server_path_named_as_the_file_is_refused(appliance: Appliance, value:
         stream = http.get(f"/gradio_api/call/extract/{joined.json()['event_id']}").text
     assert "event: error" in stream, stream[:400]
     assert "root:x:0:0" not in stream and "passwd" not in json.dumps(
-        Client(appliance.url, verbose=False).predict(api_name="/documents")
+        api_client(appliance.url).predict(api_name="/documents")
     )
     assert not (appliance.data_dir.parent / "kb" / "passwd").exists()

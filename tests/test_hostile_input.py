@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from tests.gradio_queue import call, named_step, page_config
-from tests.harness import API_KEY, Appliance, wait_until
+from tests.harness import API_KEY, Appliance, api_client, wait_until
 
 SURROGATE = "hello \udc80 world"
 HEADERS = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
@@ -91,7 +91,7 @@ def note(appliance: Appliance, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """A one-line document to summarise (its id), removed afterwards (the appliance is shared)."""
     path = tmp_path_factory.mktemp("hostile") / NOTE
     path.write_text("The four cards of the appliance are cooled by one fan.\n", encoding="utf-8")
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     c.predict([handle_file(str(path))], api_name="/ingest")
 
     def indexed() -> int | None:
@@ -146,7 +146,7 @@ def test_a_lone_surrogate_through_the_named_endpoints_answers_and_is_saved_valid
 ) -> None:
     answer, cid, _ = named(appliance, "chat", SURROGATE, "", SURROGATE, 3)
     assert cid and isinstance(answer, str)
-    saved = Client(appliance.url, verbose=False).predict(cid, api_name="/history")
+    saved = api_client(appliance.url).predict(cid, api_name="/history")
     assert [m["content"] for m in saved if m["role"] == "user"] == ["hello \ufffd world"]
     asked, _sources = named(appliance, "ask", SURROGATE, [note])
     assert isinstance(asked, str)
@@ -186,7 +186,7 @@ def test_a_huge_length_bound_is_refused_at_once_on_every_path(appliance: Applian
         "tools[0].function.parameters/properties/q/maxLength: 1000000000"
     )
     custom = json.dumps({"type": "object", "properties": {"name": LONG}})
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     with pytest.raises(AppError, match="/properties/name/minLength: 100000000 is above") as refused:
         started = time.monotonic()
         c.predict("any.txt", "", custom, api_name="/extract")

@@ -57,9 +57,8 @@ def test_an_action_that_ends_its_thread_does_not_leave_the_job_running() -> None
     assert ended(jobs, jobs.start("next", lambda: "ok", failed=str)).state == "done"
 
 
-def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
-    """The admin service's runner with a real engine service, not started (nothing loads): the job says
-    what failed and how."""
+def _admin(tmp_path: Path) -> AdminService:
+    """The admin service with a real engine service, not started (nothing loads)."""
     settings = Settings(
         web={"admin_password_hash": hash_password("pw", iterations=1000)}, engine={"cards": ["127.0.0.1:1"]}
     )
@@ -68,7 +67,12 @@ def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
     )
     monitor = CardMonitor(lambda: ["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
-    admin = AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry, settings=settings)
+    return AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry, settings=settings)
+
+
+def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
+    """The job says what failed and how."""
+    admin = _admin(tmp_path)
     token = admin.login("pw", who="test", client="127.0.0.1")
 
     def broken() -> object:
@@ -93,3 +97,18 @@ def test_a_second_action_while_one_runs_is_refused_as_busy() -> None:
     assert caught.value.kind == "busy" and "still running: switch" in caught.value.message
     release.set()
     assert ended(jobs, first).text == "✅ done"
+
+
+def test_the_admin_log_has_one_row_per_password_checked(tmp_path: Path) -> None:
+    """Tries refused by the throttle are not checked, so not logged (before: 49 rows for 9 guesses)."""
+    admin = _admin(tmp_path)
+    checked = 0
+    for guess in range(20):
+        with pytest.raises(AdminDenied) as refused:
+            admin.login(f"guess-{guess}", who="web 10.0.0.9", client="@10.0.0.9")
+        checked += "wrong admin password" in refused.value.message
+    with pytest.raises(AdminDenied, match="too many wrong passwords"):
+        admin.login("pw", who="web 10.0.0.9", client="@10.0.0.9")
+    token = admin.login("pw", who="web 10.0.0.10", client="@10.0.0.10")  # another address is not held up
+    rows = [r for r in admin.log(token, limit=100) if r["who"] == "web 10.0.0.9"]
+    assert checked == 1 and len(rows) == checked, rows

@@ -7,9 +7,7 @@ import signal
 import sqlite3
 import time
 
-from gradio_client import Client
-
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 from tests.test_knowledge_crash import check_consistent, version
 
 
@@ -39,7 +37,7 @@ def test_the_app_killed_mid_indexing_restarts_sound_and_resumes(appliance: Appli
     conn.close()
 
     appliance.start()
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
 
     def finished() -> dict[str, object] | None:
         docs = [d for d in c.predict(api_name="/documents") if d["name"] == name]

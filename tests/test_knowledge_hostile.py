@@ -167,3 +167,10 @@ def test_html_text_does_not_depend_on_where_the_stream_was_cut() -> None:
     assert "var" not in whole and "note" not in whole
     for size in (1, 2, 3, 7, 16):
         assert "".join(visible_text(html[i : i + size] for i in range(0, len(html), size))) == whole, size
+
+
+def test_nul_bytes_that_only_look_like_utf16_are_refused() -> None:
+    """`abc\\0` repeated: zeros on every other byte pair, but read as UTF-16 it is "扡c扡c…"."""
+    with pytest.raises(LoadError, match="binary file") as refused:
+        decode_text(b"abc\x00" * 10_000, name="abc.txt")
+    assert refused.value.kind == "unsupported"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.database import Database
+from app.errors import QuartetError
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
@@ -221,12 +223,42 @@ def test_a_new_embedder_re_embeds_what_is_indexed(tmp_path: Path, embedder: Embe
 
 
 def test_delete_removes_the_document_and_its_kb_file(service: KnowledgeService, tmp_path: Path) -> None:
-    saved = service.upload("../../报告.txt", "风扇坏了就换一个新的风扇。".encode(), collection="维修")
+    """Its uploader may delete it (someone else may not: that needs the admin, `by=None`)."""
+    saved = service.upload("../../报告.txt", "风扇坏了就换一个新的风扇。".encode(), collection="维修", owner="user:ada")
     assert saved.parent == (tmp_path / "kb" / "维修").resolve() and saved.name == "报告.txt"
     assert service.wait_idle(60)
     doc = service.documents()[0]
     assert (doc.collection, doc.status) == ("维修", "ok")
     assert service.search("风扇", k=3, collection="维修")
-    assert service.delete(doc.id) and not saved.exists() and service.documents() == []
-    assert not service.delete(doc.id)
+    for other in ("user:bob", "", "session:x"):
+        with pytest.raises(QuartetError, match="not uploaded by you") as refused:
+            service.delete(doc.id, by=other)
+        assert refused.value.kind == "denied" and saved.exists()
+    assert service.delete(doc.id, by="user:ada") and not saved.exists() and service.documents() == []
+    assert not service.delete(doc.id, by=None)
+    found = service.upload("found.txt", b"Put here by the admin.")
+    assert service.wait_idle(60)
+    with pytest.raises(QuartetError, match="not uploaded by you"):
+        service.delete(service.documents()[0].id, by="user:ada")
+    assert service.delete(service.documents()[0].id, by=None) and not found.exists()
     assert count(tmp_path / "kb.db", "SELECT count(*) FROM chunks") == 0
+
+
+def test_a_hard_link_in_kb_is_not_indexed(service: KnowledgeService, tmp_path: Path) -> None:
+    """kb/hl-secret.txt linked to a file outside the folder (before: its text was served to anyone)."""
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("root:x:0:0:the secret pass phrase is marmalade\n", encoding="utf-8")
+    kb_dir = tmp_path / "kb"
+    kb_dir.mkdir(exist_ok=True)
+    os.link(secret, kb_dir / "hl-secret.txt")
+    docs = ingest(service, kb_dir)
+    assert docs["hl-secret.txt"].status == "error" and "hard link" in (docs["hl-secret.txt"].error or "")
+    assert not service.search("marmalade pass phrase", k=3)
+
+
+def test_kb_names_lose_newlines_and_rtl_overrides(service: KnowledgeService, tmp_path: Path) -> None:
+    kb_dir = tmp_path / "kb"
+    kb_dir.mkdir(exist_ok=True)
+    (kb_dir / "invoice\u202etxt.exe\n.txt").write_text("The fan runs at 3000 rpm.\n", encoding="utf-8")
+    docs = ingest(service, kb_dir)
+    assert list(docs) == ["invoicetxt.exe.txt"] and docs["invoicetxt.exe.txt"].status == "ok"

@@ -8,9 +8,8 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from gradio_client import Client
 
-from tests.harness import API_KEY, Appliance, metric
+from tests.harness import API_KEY, Appliance, api_client, metric
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +147,7 @@ def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appli
         lines = r.iter_lines()
         got = [line for line, _ in zip(lines, range(6), strict=False) if line.startswith("data:")]
         assert got
-    status = Client(appliance.url, verbose=False)
+    status = api_client(appliance.url)
     wait_until(lambda: not status.predict(api_name="/status")["queue"]["running"], timeout=3)
     last = status.predict(api_name="/status")["last_stats"]
     assert last["finish_reason"] == "cancelled" and last["generated_tokens"] < 2000
@@ -159,7 +158,7 @@ def test_a_non_streaming_client_that_goes_away_cancels_its_answer(appliance: App
 
     headers = {"Authorization": f"Bearer {API_KEY}"}
     body = {"model": "demo", "messages": [{"role": "user", "content": "Tell a very long story."}], "max_tokens": 2000}
-    status = Client(appliance.url, verbose=False)
+    status = api_client(appliance.url)
     with pytest.raises(httpx.ReadTimeout):  # the client gives up, as an SDK's timeout does
         httpx.post(
             appliance.url + "/v1/chat/completions", json=body, headers=headers, timeout=httpx.Timeout(30, read=2)
@@ -187,7 +186,7 @@ def test_embeddings_too_large_for_one_request_are_refused_with_400(api: openai.O
         with pytest.raises(openai.BadRequestError, match=says) as caught:
             api.embeddings.create(model="all-minilm-l6-v2", input=too_big)
         assert caught.value.body["param"] == "input"  # type: ignore[index]
-    assert Client(appliance.url, verbose=False).predict(api_name="/status")["state"] == "ready"
+    assert api_client(appliance.url).predict(api_name="/status")["state"] == "ready"
     assert len(api.embeddings.create(model="all-minilm-l6-v2", input=["x"] * 256).data) == 256
 
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pypdf
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 from app.database import Database
 from app.knowledge.embedder import Embedder
 from app.knowledge.loaders import LoadError, load
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.service import KnowledgeService
-from tests.harness import Appliance, wait_until
+from tests.harness import Appliance, api_client, wait_until
 from tests.test_knowledge_fixtures import text_pdf
 
 MB = 2**20
@@ -93,7 +93,7 @@ def test_aes_pdfs_get_the_unlock_flow_of_the_documents_tab(service: KnowledgeSer
 
 def test_aes_pdfs_open_through_the_running_appliance(appliance: Appliance, tmp_path: Path) -> None:
     """The Documents tab's route: upload, the "password-protected" status, the password, indexed."""
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     paths = [
         encrypted_pdf(tmp_path / f"tab-{a}.pdf", algorithm=a, user_password="open sesame", blank_pages=n)
         for n, a in enumerate(ALGORITHMS[1:])

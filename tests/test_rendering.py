@@ -23,7 +23,7 @@ from app.ui.rendering import literal, safe_markdown
 def test_nothing_remote_is_left_to_load(text: str) -> None:
     shown = safe_markdown(text)
     assert "](http" not in shown and "<img" not in shown.lower() and "<svg" not in shown and "<video" not in shown
-    assert "![" not in shown or "data:image/png" in shown
+    assert "<image" not in shown and "<svg" not in shown
 
 
 @pytest.mark.parametrize(
@@ -39,19 +39,52 @@ def test_nothing_remote_is_left_to_load(text: str) -> None:
     ],
 )
 def test_script_links_lose_their_target(text: str) -> None:
+    shown = safe_markdown(text).lower()
+    assert 'href="javascript' not in shown and 'href="vbscript' not in shown and 'href="data' not in shown
+    assert "<a " not in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'a mid-line ~~~ then <img src="http://evil.example/a.png"> <a href="http://e/">live</a> <style>p{}</style>',
+        'a mid-line ``` then <img src="http://evil.example/a.png"> <a href="http://e/">live</a> <style>p{}</style>',
+        'an escaped \\` then <img src="http://evil.example/a.png"> <a href="http://e/">live</a> <style>p{}</style>',
+        "```\nfenced\n```\n<img src=http://evil.example/a.png>\n\n<style>p{}</style>",
+        "<details><summary>x</summary><iframe src=http://e/></iframe></details>",
+        "<!-- <img src=http://evil.example/a.png> -->",
+    ],
+)
+def test_raw_html_anywhere_is_text_not_an_element(text: str) -> None:
+    """What fooled the regexes (mid-line fences, an escaped backtick): the parser shows every tag as text."""
     shown = safe_markdown(text)
-    assert "](javascript" not in shown.lower() and "<a " not in shown and "]: javascript" not in shown.lower()
+    for tag in ("<img", "<a ", "<style", "<iframe", "<details", "<!--"):
+        assert tag not in shown, f"{tag} in {shown}"
+    assert "&lt;" in shown
 
 
-def test_code_and_ordinary_text_stay_as_written() -> None:
-    code = '```html\n<img src="http://x/a.png">\n```'
-    assert safe_markdown(code) == code
-    assert safe_markdown("use `<b>` here") == "use `<b>` here"
-    assert safe_markdown("a < b and 3<4, **bold** [docs](https://example.com/docs)") == (
-        "a < b and 3<4, **bold** [docs](https://example.com/docs)"
+def test_the_result_is_one_html_block_for_the_pages_renderer() -> None:
+    """One line in one <div>: a blank line (in a code block here) would hand the rest back to the page's
+    Markdown renderer, which would make `![x](http…)` an image again."""
+    shown = safe_markdown("```\n![x](http://evil.example/a.png)\n\n![y](http://evil.example/b.png)\n```")
+    assert shown.startswith('<div class="q-md">') and shown.endswith("</div>") and "\n" not in shown
+
+
+def test_code_and_ordinary_text_are_shown_as_written() -> None:
+    code = safe_markdown('```html\n<img src="http://x/a.png">\n```')
+    assert (
+        code
+        == '<div class="q-md"><pre><code class="language-html">&lt;img src="http://x/a.png"&gt;&#10;</code></pre></div>'
     )
-    assert safe_markdown("![dot](data:image/png;base64,iVBORw0KGgo=)") == "![dot](data:image/png;base64,iVBORw0KGgo=)"
-    assert safe_markdown("中文回答，没有图片。") == "中文回答，没有图片。"
+    assert "<code>&lt;b&gt;</code>" in safe_markdown("use `<b>` here")
+    ordinary = safe_markdown("a < b and 3<4, **bold** [docs](https://example.com/docs)")
+    assert 'a &lt; b and 3&lt;4, <strong>bold</strong> <a href="https://example.com/docs"' in ordinary
+    assert '<img src="data:image/png;base64,iVBORw0KGgo=" alt="dot">' in safe_markdown(
+        "![dot](data:image/png;base64,iVBORw0KGgo=)"
+    )
+    assert safe_markdown("中文回答，没有图片。") == '<div class="q-md"><p>中文回答，没有图片。</p></div>'
+    assert safe_markdown("one\ntwo") == '<div class="q-md"><p>one<br>&#10;two</p></div>'  # a newline is a break
+    assert safe_markdown("  \n") == ""
 
 
 def test_a_remote_image_still_says_what_it_was() -> None:

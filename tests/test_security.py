@@ -10,14 +10,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
 from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
 
 from app.auth import hash_password, verify_password
 from tests.gradio_queue import call, file_inputs, file_value, page_config
-from tests.harness import API_KEY, ROOT, Appliance, free_port, wait_until
+from tests.harness import API_KEY, ROOT, Appliance, api_client, free_port, wait_until
 
 SECRETS = [Path("/etc/passwd"), ROOT / "pyproject.toml", ROOT / "app" / "settings.py"]
 PREFIXES = [
@@ -55,6 +58,31 @@ def test_no_route_serves_a_file_outside_the_apps_folders(appliance: Appliance) -
                 assert marker not in response.content, f"{path} leaked a file"
 
 
+@pytest.mark.parametrize("prefix", ["/gradio_api/file=", "/kiosk/gradio_api/file=", "/admin/gradio_api/file="])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/x.png",
+        "HTTPS://127.0.0.1:{port}/x",
+        "http%3A//127.0.0.1:{port}/x",
+        "//127.0.0.1:{port}/x",
+    ],
+)
+def test_file_refuses_every_url(appliance: Appliance, prefix: str, url: str) -> None:
+    """Gradio streams an http(s) URL named in file= (blocking only private addresses): the mount refuses
+    any URL before Gradio sees it, so the box fetches nothing for anyone (only loopback is named here)."""
+    port = int(appliance.url.rsplit(":", 1)[1])
+    response = httpx.get(appliance.url + prefix + url.format(port=port), timeout=10)
+    assert response.status_code == 403, (response.status_code, response.text[:200])
+    assert "does not fetch addresses" in response.json()["detail"]
+    assert response.headers["Content-Security-Policy"]
+
+
+def test_openapi_needs_a_login_when_people_log_in(guarded: str) -> None:
+    for path in ("/openapi.json", "/kiosk/openapi.json", "/admin/openapi.json"):
+        assert httpx.get(guarded + path, timeout=10).status_code in (401, 403, 404), path
+
+
 def test_password_hashes_verify_and_are_salted() -> None:
     stored = hash_password("correct horse", iterations=1000)
     assert stored.startswith("pbkdf2_sha256$1000$") and "correct horse" not in stored
@@ -73,7 +101,14 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "QUARTET_WEB__PORT": str(port),
         "QUARTET_DATA_DIR": str(tmp_path_factory.mktemp("guarded")),
         "QUARTET_ENGINE__CARDS": json.dumps(["127.0.0.1:1"]),
-        "QUARTET_WEB__USERS": json.dumps({"ada": hash_password("lovelace-1815", iterations=1000)}),
+        "QUARTET_WEB__USERS": json.dumps(
+            {
+                "ada": hash_password("lovelace-1815", iterations=1000),
+                "grace": hash_password("cobol-1959"),  # full cost: what an unknown name must match
+                "hopper": hash_password("nanosecond", iterations=1000),
+                "bob": hash_password("builder-1999", iterations=1000),
+            }
+        ),
         "QUARTET_KNOWLEDGE__MAX_FILE_MB": "1",
     }
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
@@ -104,6 +139,69 @@ def test_the_page_and_its_api_need_a_login(guarded: str) -> None:
     assert status["down_card"] == "127.0.0.1:1"
 
 
+def test_wrong_page_logins_are_throttled_per_name(guarded: str) -> None:
+    """20 wrong passwords for one name in a row: after the few a typo allows, the tries are not even
+    checked (429, saying how long to wait) — the right password included; another name from the same
+    address still logs in."""
+    with httpx.Client(base_url=guarded, timeout=30) as http:
+        answers = [http.post("/login", data={"username": "hopper", "password": f"guess-{n}"}) for n in range(20)]
+        throttled = [a for a in answers if a.status_code == 429]
+        assert len(throttled) >= 15, [a.status_code for a in answers]
+        assert "try again in" in throttled[-1].json()["detail"]
+        assert http.post("/login", data={"username": "hopper", "password": "nanosecond"}).status_code == 429
+        assert http.post("/login", data={"username": "ada", "password": "lovelace-1815"}).status_code == 200
+
+
+def test_an_unknown_name_takes_as_long_as_a_known_one(guarded: str) -> None:
+    """An unknown name is checked against a hash of the same cost, so timing does not tell names apart
+    (before: 28 ms for an unknown name, 170 ms for a known one)."""
+
+    def took(name: str) -> float:
+        start = time.perf_counter()
+        answer = http.post("/login", data={"username": name, "password": "wrong"})
+        assert answer.status_code == 400, answer.text
+        return time.perf_counter() - start
+
+    with httpx.Client(base_url=guarded, timeout=30) as http:
+        known = sorted(took("grace") for _ in range(3))[1]  # three: within the typo allowance
+        unknown = sorted(took(f"nobody-{n}") for n in range(3))[1]
+    assert known > 0.02, f"the known name's check took {known * 1000:.0f} ms: the hash is not at full cost"
+    assert unknown > 0.5 * known, f"unknown name {unknown * 1000:.0f} ms, known {known * 1000:.0f} ms"
+
+
+def test_admin_tries_are_counted_per_login_and_address_not_per_session() -> None:
+    """The kiosk's user (or anyone behind the same proxy) cannot lock the admin out, and a client cannot
+    escape the throttle by opening a new session."""
+    from app.ui.callers import throttle_key
+
+    def request(username: str | None, session: str) -> Any:
+        return SimpleNamespace(username=username, session_hash=session, client=SimpleNamespace(host="10.0.0.9"))
+
+    assert throttle_key(request("kiosk", "s1")) != throttle_key(request("admin", "s1"))
+    assert throttle_key(request("kiosk", "s1")) == throttle_key(request("kiosk", "s2"))
+    assert throttle_key(request(None, "s1")) == throttle_key(request(None, "s2"))
+
+
+def test_another_user_cannot_read_a_run_or_delete_a_document(guarded: str, tmp_path: Path) -> None:
+    """With logins, a run is its user's and a document may be deleted by the user who uploaded it."""
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    bob = Client(guarded, auth=("bob", "builder-1999"), verbose=False)
+    doc = tmp_path / "ada-invoice-7781.txt"
+    doc.write_text("INVOICE\nInvoice number: INV-7781\nTotal: 5.00 EUR\n", encoding="utf-8")
+    ada.predict([handle_file(str(doc))], api_name="/ingest")
+    indexed = lambda: next(  # noqa: E731
+        (d for d in ada.predict(api_name="/documents") if d["name"] == doc.name and d["status"] == "ok"), None
+    )
+    found = wait_until(indexed, timeout=120, every=0.5)
+    run_id = ada.predict([doc.name], "", "invoice", api_name="/extraction_run")
+    assert ada.predict(run_id, api_name="/extraction_results")["documents_total"] == 1
+    with pytest.raises(AppError, match=f"there is no extraction run {run_id}"):
+        bob.predict(run_id, api_name="/extraction_results")
+    with pytest.raises(AppError, match="not uploaded by you"):
+        bob.predict(found["id"], api_name="/delete_document")
+    assert ada.predict(found["id"], api_name="/delete_document") is True
+
+
 def test_an_upload_over_the_limit_is_refused(guarded: str) -> None:
     with httpx.Client(base_url=guarded, timeout=30) as http:
         login = http.post("/login", data={"username": "ada", "password": "lovelace-1815"})
@@ -128,7 +226,7 @@ def test_a_file_sent_to_extract_over_the_limit_is_refused(guarded: str, tmp_path
 def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance: Appliance) -> None:
     from gradio_client.exceptions import AppError
 
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     api = c.view_api(print_info=False, return_format="dict")
     guarded = {
         name: [p["parameter_name"] for p in info["parameters"]]
@@ -137,12 +235,16 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
     }
     assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
     assert {"/backup", "/restore", "/admin_logs", "/engine_settings_now"} <= set(guarded)
+    for token in (["a-list"], {"a": 1}, 7):  # before: "TypeError: unhashable type: 'list'"
+        with pytest.raises(AppError, match="needs the admin session"):
+            c.predict("demo", token, api_name="/switch_model")
     samples = {
         "model_id": "demo",
         "endpoints": ["127.0.0.1:1"],
         "changes": {"n_ctx": 2048},
         "archive": None,
         "admin_token": "forged",
+        "document_id": 1,
     }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):
@@ -166,11 +268,14 @@ def test_every_step_that_takes_a_file_refuses_a_server_path(appliance: Appliance
     checked = 0
     for prefix in PAGES:
         for fn_index, inputs, files in file_inputs(page_config(appliance.url + prefix)):
-            for secret in ("/etc/passwd", str(outside), "/dev/zero", str(appliance.data_dir / "quartet.db")):
+            database = str(appliance.data_dir / "quartet.db")
+            for secret in ("/etc/passwd", "file:/etc/passwd", str(outside), "/dev/zero", database):
                 data = [file_value(secret, files[i]) if i in files else None for i in inputs]
                 started = time.monotonic()
                 done = call(appliance.url + prefix, fn_index, data)
                 assert not done.get("success"), f"{prefix or '/'} step {fn_index} accepted {secret}: {done}"
+                said = json.dumps(done.get("output"))
+                assert str(ROOT) not in said, f"the refusal of {secret} shows the install folder: {said}"
                 assert time.monotonic() - started < 10, f"{secret} held step {fn_index}"
                 assert serving(appliance.url)
                 checked += 1
@@ -187,7 +292,7 @@ def test_the_named_ingest_endpoint_refuses_a_server_path(appliance: Appliance) -
         stream = http.get(f"/gradio_api/call/ingest/{event}").text
     assert "event: error" in stream and "root:x:0:0" not in stream
     assert not (appliance.data_dir.parent / "kb" / "passwd").exists()
-    documents = Client(appliance.url, verbose=False).predict(api_name="/documents")
+    documents = api_client(appliance.url).predict(api_name="/documents")
     assert not [d for d in documents if d["name"] == "passwd"]
 
 
@@ -199,7 +304,7 @@ def test_a_symlink_in_kb_is_not_followed(appliance: Appliance, tmp_path: Path) -
     link.symlink_to(secret)
     beside = kb / "plain-note-for-symlink-test.md"
     beside.write_text("# A plain note\nIndexed in the same moment as the link.", encoding="utf-8")
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     try:
         # the plain file and the link are seen in the same watcher tick: once one is indexed, the other was judged
         wait_until(

@@ -10,7 +10,7 @@ import pytest
 from gradio_client import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.harness import API_KEY, Appliance, get_json, wait_until
+from tests.harness import API_KEY, Appliance, api_client, get_json, wait_until
 
 
 def cards(c: Client) -> list[dict[str, Any]]:
@@ -19,7 +19,7 @@ def cards(c: Client) -> list[dict[str, Any]]:
 
 
 def test_while_an_answer_streams_every_card_with_layers_shows_tokens(appliance: Appliance) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     job = c.submit("Write a long story about four friends.", "", "", 400, api_name="/chat")
     try:
         wait_until(lambda: job.outputs() and job.outputs()[-1][0], timeout=60)
@@ -56,7 +56,7 @@ def test_metrics_parse_and_carry_one_series_per_card(appliance: Appliance) -> No
 
 
 def test_a_killed_card_shows_down_within_three_seconds(appliance: Appliance) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     appliance.card_agents.kill(0)
     killed = time.monotonic()
     try:
@@ -76,7 +76,7 @@ def _heat(appliance: Appliance, card: int, celsius: float) -> None:
 
 
 def test_a_critical_card_holds_new_answers_until_it_cools_below_warning(appliance: Appliance) -> None:
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     try:
         _heat(appliance, 2, 97.0)
         wait_until(lambda: c.predict(api_name="/status")["thermal"]["hold"], timeout=5)

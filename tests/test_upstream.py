@@ -18,7 +18,17 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from tests.harness import API_KEY, PORT_OFFSET, UPSTREAM_PORT, Appliance, get_json, metric, models_folder, wait_until
+from tests.harness import (
+    API_KEY,
+    PORT_OFFSET,
+    UPSTREAM_PORT,
+    Appliance,
+    api_client,
+    get_json,
+    metric,
+    models_folder,
+    wait_until,
+)
 from tests.library import handbook
 from tests.table_documents import lab_report, pdf
 from tests.test_admin import login
@@ -250,7 +260,7 @@ def test_stop_closes_the_upstreams_stream_at_once(chat_only: tuple[Appliance, Ch
 def test_the_admin_switches_cards_to_the_upstream_and_back(appliance: Appliance, llama_server: LlamaCppServer) -> None:
     """A catalog entry may be an upstream: the four-card appliance switches to it and back, the page's status
     and /v1 naming the model loaded after each switch."""
-    c = Client(appliance.url, verbose=False)
+    c = api_client(appliance.url)
     token = login(c)
     switched = c.predict("upstream-demo", token, api_name="/switch_model")
     assert (switched["model"], switched["backend"], switched["n_ctx"]) == ("demo", "upstream", 2048)

@@ -95,14 +95,19 @@ def install(api: fastapi.FastAPI) -> None:
 
     @api.exception_handler(StarletteHTTPException)
     async def http_error(request: fastapi.Request, err: StarletteHTTPException) -> Response:
-        """Under /v1, an unknown route or method in OpenAI's shape; elsewhere FastAPI's own answer."""
-        if not request.url.path.startswith("/v1/") or err.status_code not in (404, 405):
+        """Under /v1, FastAPI's own refusals in OpenAI's shape (an unknown route or method, a body it could not
+        parse); elsewhere FastAPI's own answer."""
+        if not request.url.path.startswith("/v1/"):
             return await http_exception_handler(request, err)
+        message = str(err.detail)
         if err.status_code == 404:
             message = f"there is no route {request.url.path} here: see GET /v1/models and docs/api.md"
-        else:
+        elif err.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path}"
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        elif err.status_code == 400 and "parsing the body" in message:  # not UTF-8, or JSON nested too deep
+            message = "the request body is not valid JSON: it must be UTF-8, and nested at most a few hundred levels"
+        kind = "invalid_request_error" if err.status_code < 500 else "server_error"
+        error = {"message": message, "type": kind, "param": None, "code": None}
         return JSONResponse({"error": error}, status_code=err.status_code, headers=err.headers)
 
 

@@ -161,9 +161,11 @@ class ChatRequest(OpenAIBody):
 
 
 def refuse_unsupported(n: int, extra: dict[str, Any] | None, unsupported: tuple[str, ...]) -> None:
-    """400 naming what the appliance cannot honour: n > 1, or any of `unsupported` given a value."""
-    if n != 1:
+    """400 naming what the appliance cannot honour: n other than 1, or any of `unsupported` given a value."""
+    if n > 1:
         raise ApiError("n > 1 is not supported: send one request per answer", param="n")
+    if n != 1:
+        raise ApiError(f"n must be 1 (one answer per request), not {n}", param="n")
     given = [name for name in unsupported if (extra or {}).get(name) not in (None, False, {}, [], "")]
     if given:
         raise ApiError(

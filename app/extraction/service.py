@@ -130,11 +130,12 @@ class ExtractionService:
         yield result
 
     def extract_file(
-        self, path: Path, schema: dict[str, Any], *, max_tokens: int = 0, timeout_s: float = 0
+        self, path: Path, schema: dict[str, Any], *, max_tokens: int = 0, timeout_s: float = 0, owner: str = ""
     ) -> Iterator[Step | Extraction]:
-        """Upload and extract in one: the file is saved into kb/ like any upload (its size limit, a safe
-        name), indexed, then extracted as `extract_one`. UploadError or ExtractionFailed says why not."""
-        saved = self._knowledge.upload(path.name, path)
+        """Upload (by `owner`) and extract in one: the file is saved into kb/ like any upload (its size
+        limit, a safe name), indexed, then extracted as `extract_one`. UploadError or ExtractionFailed
+        says why not."""
+        saved = self._knowledge.upload(path.name, path, owner=owner)
         doc = yield from self._indexed(saved)
         yield from self.extract_one(doc.id, schema, max_tokens=max_tokens, timeout_s=timeout_s)
 
@@ -159,37 +160,38 @@ class ExtractionService:
 
     # -- runs and their results ------------------------------------------------------------
 
-    def runs(self, limit: int = 100) -> list[Run]:
-        """Newest first."""
-        return self._store.runs(limit)
+    def runs(self, limit: int = 100, *, owner: str) -> list[Run]:
+        """`owner`'s runs, newest first."""
+        return self._store.runs(limit, owner=owner)
 
-    def run(self, run_id: int) -> Run:
+    def run(self, run_id: int, *, owner: str) -> Run:
+        """One of `owner`'s runs; someone else's is as absent as one that never was."""
         found = self._store.run(run_id)
-        if found is None:
+        if found is None or found.owner != owner:
             raise NotFound(f"there is no extraction run {run_id}")
         return found
 
-    def results(self, run_id: int) -> list[Result]:
+    def results(self, run_id: int, *, owner: str) -> list[Result]:
         """A run's results so far, in the order the documents were read."""
-        return self._store.results(self.run(run_id).id)
+        return self._store.results(self.run(run_id, owner=owner).id)
 
-    def export(self, run_id: int) -> RunExport:
+    def export(self, run_id: int, *, owner: str) -> RunExport:
         """The run's CSV, JSON and one CSV per table (corrections applied, the originals kept in JSON)."""
-        return run_export(self.run(run_id), self._store.results(run_id))
+        return run_export(self.run(run_id, owner=owner), self._store.results(run_id))
 
-    def correct_cells(self, run_id: int, rows: Sequence[dict[str, str]]) -> int:
+    def correct_cells(self, run_id: int, rows: Sequence[dict[str, str]], *, owner: str) -> int:
         """A reviewed table (the cells' text, one dict per result, in order): every cell whose text differs
         from what was shown becomes a correction. Returns how many; ValueError names the cell."""
-        return self._corrections.cells(self.run(run_id), rows)
+        return self._corrections.cells(self.run(run_id, owner=owner), rows)
 
-    def table_rows(self, run_id: int, field: str) -> list[tuple[Result, int, dict[str, Any]]]:
+    def table_rows(self, run_id: int, field: str, *, owner: str) -> list[tuple[Result, int, dict[str, Any]]]:
         """Every row of one table over a run's results: (result, row index, row with corrections applied)."""
-        return self._corrections.table_rows(self.run(run_id), field)
+        return self._corrections.table_rows(self.run(run_id, owner=owner), field)
 
-    def correct_table_cells(self, run_id: int, field: str, rows: Sequence[dict[str, str]]) -> int:
+    def correct_table_cells(self, run_id: int, field: str, rows: Sequence[dict[str, str]], *, owner: str) -> int:
         """A reviewed table grid (the cells' text, in the order of `table_rows`): every changed cell is a
         correction of that document's table. Returns how many cells; ValueError names the cell."""
-        return self._corrections.table_cells(self.run(run_id), field, rows)
+        return self._corrections.table_cells(self.run(run_id, owner=owner), field, rows)
 
     def _pages(self, document_id: int | None) -> dict[int, str]:
         """A document's page texts, {} when it is no longer indexed."""
@@ -200,15 +202,19 @@ class ExtractionService:
 
     # -- runs in the background ------------------------------------------------------------
 
-    def start_run(self, documents: Sequence[DocumentInfo], *, template: str, schema: dict[str, Any]) -> int:
+    def start_run(self, documents: Sequence[DocumentInfo], *, template: str, schema: dict[str, Any], owner: str) -> int:
+        """Queue a run for `owner` (only they will see it); its id."""
         title = f"{template}: {len(documents)} document{'s' if len(documents) != 1 else ''}"
-        run_id = self._store.create_run(template=template, schema=schema, title=title, documents_total=len(documents))
+        run_id = self._store.create_run(
+            template=template, schema=schema, title=title, documents_total=len(documents), owner=owner
+        )
         with self._lock:
             self._live[run_id] = "waiting for the runs before it"
         self._jobs.put(_Job(run_id, tuple(documents), schema))
         return run_id
 
-    def stop_run(self, run_id: int) -> None:
+    def stop_run(self, run_id: int, *, owner: str) -> None:
+        self.run(run_id, owner=owner)
         with self._lock:
             self._stopped.add(run_id)
 

@@ -1,6 +1,7 @@
 """Extraction runs and their per-document results in SQLite, with the user's corrections and exports.
 
-extraction_runs     one row per run: the template and its schema, status, progress
+extraction_runs     one row per run: the template and its schema, status, progress, and its owner (who
+                    started it: a login, a browser, an API client; only they see it)
 extraction_results  one row per document: the merged record, each field's provenance (page, snippet,
                     verified, conflicts; for a corrected field also `correction`, where the new value
                     was found), and `corrected`, the user's edits (field → value), which win over the
@@ -64,6 +65,13 @@ def _m001_extraction(db: sqlite_utils.Database) -> None:
     db.table("extraction_results").create_index(["run_id", "id"])
 
 
+@MIGRATIONS(name="002_run_owner")
+def _m002_run_owner(db: sqlite_utils.Database) -> None:
+    # Runs from before had no owner: "" is nobody's, so no caller sees them.
+    db.table("extraction_runs").add_column("owner", str, not_null_default="")
+    db.table("extraction_runs").create_index(["owner", "id"])
+
+
 @dataclass(frozen=True)
 class Run:
     id: int
@@ -76,6 +84,7 @@ class Run:
     error: str | None
     documents_total: int
     documents_done: int
+    owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,11 @@ class ExtractionStore:
         self._database = database
         database.migrate(MIGRATIONS)
 
-    def create_run(self, *, template: str, schema: dict[str, Any], title: str, documents_total: int) -> int:
+    def create_run(
+        self, *, template: str, schema: dict[str, Any], title: str, documents_total: int, owner: str = ""
+    ) -> int:
         row = {
+            "owner": owner,
             "template": template,
             "schema": json.dumps(schema, ensure_ascii=False),
             "title": title,
@@ -196,10 +208,11 @@ class ExtractionStore:
             rows = list(db.table("extraction_runs").rows_where("id = ?", [run_id]))
         return _run(rows[0]) if rows else None
 
-    def runs(self, limit: int = 100) -> list[Run]:
-        """Newest first."""
+    def runs(self, limit: int = 100, *, owner: str | None = None) -> list[Run]:
+        """Newest first; with `owner`, only theirs."""
+        where, args = ("owner = ?", [owner]) if owner is not None else (None, [])
         with self._database.read() as db:
-            rows = list(db.table("extraction_runs").rows_where(order_by="id desc", limit=limit))
+            rows = list(db.table("extraction_runs").rows_where(where, args, order_by="id desc", limit=limit))
         return [_run(row) for row in rows]
 
     def result(self, result_id: int) -> Result | None:
@@ -261,6 +274,7 @@ def _run(row: dict[str, Any]) -> Run:
         row["error"],
         row["documents_total"],
         row["documents_done"],
+        row.get("owner") or "",
     )
 
 

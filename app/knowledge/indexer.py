@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from app.knowledge.embedder import Embedder
 from app.knowledge.loaders import LoadedDocument, LoadError, Reader, ScanTooLong, load, size_problem
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.store import DocumentInfo, FileState, KnowledgeStore
-from app.knowledge.uploads import UploadError, is_regular_file, open_regular
+from app.knowledge.uploads import UploadError, is_regular_file, open_regular, shown_name
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, int, int], None]  # (phase, pages done, pages in the document)
@@ -106,7 +107,7 @@ class Indexer:
         assert path is not None
         if not is_regular_file(path):  # gone, or a symlink, device or FIFO: never read through it
             return self._remove(str(path))
-        doc_id = self.store.add(str(path), name=path.name, collection=job.collection)
+        doc_id = self.store.add(str(path), name=shown_name(path.name), collection=job.collection)
         existing = self.store.document(doc_id)
         try:
             state = _file_state(path, max_bytes=self.options.max_file_bytes)
@@ -256,6 +257,12 @@ def _file_state(path: Path, *, max_bytes: int) -> FileState:
     except UploadError as err:
         raise LoadError("unsupported", str(err)) from err
     with opened as f:
+        if os.fstat(f.fileno()).st_nlink > 1:  # kb/x.txt made a hard link to /etc/passwd, say
+            raise LoadError(
+                "unsupported",
+                f"{shown_name(path.name)} is a hard link (the same file has another name, maybe outside the "
+                "kb folder): it is not indexed. Copy the file into the folder instead.",
+            )
         while block := f.read(1 << 20):
             digest.update(block)
     return FileState(digest.hexdigest(), stat.st_size, stat.st_mtime)

@@ -5,6 +5,8 @@ pages      the text of every page, so the UI can show a page and highlight a hit
 chunks     slices of pages (page, start, end) with their text; `chunks_fts` indexes them (trigram),
            `chunks_fts_vocab` counts the chunks holding each trigram
 vectors    one float32 embedding per chunk, with the name of the model that made it
+uploaders  who uploaded the file at a path (a login, a page session, an API client): only they, or the
+           admin, may delete its document; a file put in kb/ by other means has no uploader
 
 A page (and each chunk of it) read by OCR has `ocr`, the engine's confidence (0–1); NULL for a text layer.
 """
@@ -80,3 +82,8 @@ def _m001_knowledge(db: sqlite_utils.Database) -> None:
 def _m002_ocr(db: sqlite_utils.Database) -> None:
     db.table("pages").add_column("ocr", float)
     db.table("chunks").add_column("ocr", float)
+
+
+@MIGRATIONS(name="003_uploaders")
+def _m003_uploaders(db: sqlite_utils.Database) -> None:
+    db.table("uploaders").create({"path": str, "owner": str}, pk="path", not_null={"owner"})

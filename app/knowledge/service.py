@@ -19,6 +19,7 @@ from app.knowledge.ingest import IngestProgress, IngestQueue, Lane
 from app.knowledge.options import KnowledgeOptions
 from app.knowledge.search import Hit, hybrid_search
 from app.knowledge.store import DocumentInfo, KnowledgeStore, StoredChunk
+from app.knowledge.uploaders import Uploaders
 from app.knowledge.uploads import Uploaded, save_upload
 from app.knowledge.watcher import KbWatcher, ignored
 
@@ -33,6 +34,7 @@ class KnowledgeService:
         self.embedder = embedder
         self.kb_dir = kb_dir.resolve() if kb_dir is not None else None
         self.store = KnowledgeStore(database, model=embedder.name)
+        self.uploaders = Uploaders(database)
         self._indexer = Indexer(self.store, embedder, self.options)
         self._queue = IngestQueue(self._indexer.run, lane_of=self._lane)
         self._search_pool: ThreadPoolExecutor | None = None  # full-text side of a search, beside the vectors
@@ -89,24 +91,26 @@ class KnowledgeService:
         self._queue.submit(Job("index", p, collection=collection or self._collection(p)) for p in files)
         return len(files)
 
-    def upload(self, filename: str, data: bytes | Path, *, collection: str | None = None) -> Path:
-        """Save an upload into the kb folder (a sub-folder per collection) and queue it at once."""
+    def upload(self, filename: str, data: bytes | Path, *, collection: str | None = None, owner: str = "") -> Path:
+        """Save an upload into the kb folder (a sub-folder per collection) and queue it at once; `owner`
+        (who uploads it) may delete it later."""
         if self.kb_dir is None:
             raise Refused("uploads need a kb folder: set kb_dir")
         folder = _folder_name(collection) if collection else None
         path = save_upload(
             self.kb_dir / folder if folder else self.kb_dir, filename, data, max_bytes=self.options.max_file_bytes
         )
+        self.uploaders.note(str(path), owner)
         self.ingest_paths([path], collection=folder)
         return path
 
-    def upload_all(self, files: Sequence[Path], *, collection: str | None = None) -> list[Uploaded]:
+    def upload_all(self, files: Sequence[Path], *, collection: str | None = None, owner: str = "") -> list[Uploaded]:
         """Save each file of a batch (the browser's uploads) on its own and queue it: one refused or not
         saved costs only its own line, and every file of the batch gets one, in order."""
         done = []
         for path in files:
             try:
-                done.append(Uploaded(path.name, self.upload(path.name, path, collection=collection).name))
+                done.append(Uploaded(path.name, self.upload(path.name, path, collection=collection, owner=owner).name))
             except QuartetError as err:  # too large, not a file: the person's to fix
                 done.append(Uploaded(path.name, None, err.message))
             except OSError as err:  # the disk: nobody's fault, try again
@@ -131,12 +135,18 @@ class KnowledgeService:
         known = [Path(p) for p in self.store.known_files()]
         self.ingest_paths(known + ([self.kb_dir] if self.kb_dir is not None else []))
 
-    def delete(self, document_id: int) -> bool:
+    def delete(self, document_id: int, *, by: str | None) -> bool:
         """Remove a document from the index — and its file when it lives in the kb folder, since the
-        folder is what the index mirrors (the watcher would add it again otherwise)."""
+        folder is what the index mirrors (the watcher would add it again otherwise). `by` is who asks:
+        only its uploader may; None is the admin (or the app itself), who may delete any."""
         doc = self.store.document(document_id)
         if doc is None:
             return False
+        if by is not None and (not by or self.uploaders.owner(doc.path) != by):
+            raise QuartetError(
+                f"{doc.name} was not uploaded by you: only whoever uploaded it, or the admin, can delete it",
+                kind="denied",
+            )
         path = Path(doc.path)
         if self.kb_dir is not None and path.is_relative_to(self.kb_dir):
             path.unlink(missing_ok=True)
@@ -150,7 +160,7 @@ class KnowledgeService:
             d for d in self.store.documents() if d.status in ("error", "duplicate") and d.error_kind != "encrypted"
         ]
         for doc in failed:
-            self.delete(doc.id)
+            self.delete(doc.id, by=None)
         return len(failed)
 
     # -- reading ---------------------------------------------------------------------------------

@@ -185,6 +185,7 @@ class KnowledgeStore:
         with self._database.atomic() as db:
             _delete_content(db, document_id)
             db.execute("UPDATE documents SET duplicate_of = NULL WHERE duplicate_of = ?", [document_id])
+            db.execute("DELETE FROM uploaders WHERE path = (SELECT path FROM documents WHERE id = ?)", [document_id])
             db.execute("DELETE FROM documents WHERE id = ?", [document_id])
             self._follow(document_id, None)
 

@@ -44,6 +44,13 @@ class UploadError(QuartetError):
         super().__init__(message, kind=kind)
 
 
+def shown_name(filename: str) -> str:
+    """A file's name as the library shows it: without control or format characters (a newline, an RTL
+    override that makes `exe.txt` read `txt.exe`, zero-width ones), as an upload's name is saved."""
+    name = "".join(ch for ch in unicodedata.normalize("NFC", filename) if not unicodedata.category(ch).startswith("C"))
+    return name.strip() or "unnamed"
+
+
 def safe_name(filename: str) -> str:
     """A file name without directories or unsafe characters, at most ~200 bytes of UTF-8."""
     name = re.split(r"[/\\]", unicodedata.normalize("NFC", filename))[-1]

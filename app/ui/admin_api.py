@@ -11,7 +11,7 @@ import gradio as gr
 
 from app.admin import AdminService
 from app.errors import Refused
-from app.ui.callers import client_address
+from app.ui.callers import throttle_key
 from app.ui.errors import explained
 
 
@@ -19,7 +19,7 @@ def register(admin: AdminService) -> None:
     @explained
     def admin_login(password: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
         """Open an admin session; returns the token that admin endpoints need."""
-        return admin.login(password, who=_owner(request), client=client_address(request))
+        return admin.login(password, who=_owner(request), client=throttle_key(request))
 
     @explained
     def switch_model(model_id: str, admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]

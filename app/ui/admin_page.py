@@ -16,7 +16,7 @@ from app.admin import AdminDenied, AdminService
 from app.errors import Refused
 from app.telemetry.views import ApplianceStatus
 from app.ui import admin_backup, panels
-from app.ui.callers import client_address
+from app.ui.callers import client_address, throttle_key
 from app.ui.errors import explained
 
 _EVERY_S = 1.0
@@ -112,7 +112,7 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
 
         @explained
         def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
-            opened = admin.login(secret, who=who(request), client=client_address(request))
+            opened = admin.login(secret, who=who(request), client=throttle_key(request))
             current = admin.engine_settings(opened)
             shown = [current[name] for name in _SETTINGS] + [current["cards"], _origins(current["sources"])]
             return (

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import gradio as gr
+
+from app.errors import Refused
+
+# The header a client of the named endpoints keeps its identity in (gradio_client: `headers=`).
+CLIENT_HEADER = "X-Quartet-Client"
+_SHORTEST_TOKEN = 16
 
 
 def client_address(request: gr.Request | None) -> str:
@@ -10,17 +18,42 @@ def client_address(request: gr.Request | None) -> str:
     return request.client.host if request is not None and request.client else "?"
 
 
+def throttle_key(request: gr.Request | None) -> str:
+    """Whom wrong admin passwords are counted against: the login name (none without logins) and the
+    address — never a session, which a client renews at will."""
+    username = getattr(request, "username", None) if request is not None else None
+    return f"{username or ''}@{client_address(request)}"
+
+
 # A page whose load has not yet said whose it is (its browser id comes with the load's answer, which a
 # loaded machine can deliver after the first click): it owns nothing and lists nothing. It must never fall
-# back to "api", the named endpoints' owner: an early "New chat" listed their conversations, and a message
-# sent before the load landed was filed under them, out of its own browser's list.
+# back to a shared owner (once "api", every named-endpoint caller's): an early "New chat" listed their
+# conversations, and a message sent before the load landed was filed under them.
 UNKNOWN_PAGE = "page:unknown"
 
 
 def owner_of(request: gr.Request | None) -> str:
-    """Whose conversations, for a client of the named endpoints: the login's, else ("api") everyone's
-    without a login."""
-    return _login(request) or "api"
+    """Whose conversations and runs, for a client of the named endpoints: the login's; else the token the
+    client keeps (the `X-Quartet-Client` header, or the API key it sends as a bearer), never stored as
+    sent; else this connection's own (a gradio_client `Client`'s session: gone with it)."""
+    login = _login(request)
+    if login:
+        return login
+    token = _client_token(request)
+    if token:
+        return "client:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+    return f"session:{session_of(request)}"
+
+
+def _client_token(request: gr.Request | None) -> str | None:
+    headers = getattr(request, "headers", None) or {}
+    token = str(headers.get(CLIENT_HEADER.lower()) or headers.get(CLIENT_HEADER) or "").strip()
+    if token and len(token) < _SHORTEST_TOKEN:
+        raise Refused(f"the {CLIENT_HEADER} header must be a random token of at least {_SHORTEST_TOKEN} characters")
+    bearer = str(headers.get("authorization") or "").strip()
+    if not token and bearer.lower().startswith("bearer ") and bearer[7:].strip():
+        token = "key:" + bearer[7:].strip()
+    return token or None
 
 
 def page_owner(request: gr.Request | None, browser_id: str | None) -> str:

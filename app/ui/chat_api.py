@@ -1,7 +1,7 @@
 """The chat feature's named endpoints (gradio_client): chat, stop, history, conversations.
 
-Without a login, API callers share the owner "api" (a conversation id is a 128-bit secret); with one,
-they see the same conversations as that user's browsers."""
+Whose conversations a caller sees is `callers.owner_of`: with a login, that user's (the same as the
+user's browsers); without one, the client's own (the token it keeps, else its session), never another's."""
 
 from __future__ import annotations
 

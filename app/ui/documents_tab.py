@@ -14,7 +14,7 @@ from app.errors import Refused
 from app.knowledge.answer import Answerer, Source
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.ui.callers import session_of
+from app.ui.callers import owner_of, session_of
 from app.ui.documents_view import (
     COLUMNS,
     WIDTHS,
@@ -109,9 +109,10 @@ def build(
             gr.update(choices=[(d.name, d.id) for d in docs]),
         )
 
-    def on_upload(files: list[str] | None, sent: list[list[Any]]) -> tuple[Any, ...]:
+    def on_upload(files: list[str] | None, sent: list[list[Any]], request: gr.Request) -> tuple[Any, ...]:
         # each file gets its line, whatever became of the others; Gradio took them only from its upload folder
-        now = [[u.file, u.saved_as, u.reason] for u in kb.upload_all([Path(name) for name in files or []])]
+        paths, owner = [Path(name) for name in files or []], owner_of(request)
+        now = [[u.file, u.saved_as, u.reason] for u in kb.upload_all(paths, owner=owner)]
         results = [
             {"file": f, "saved_as": saved, "status": "queued"}
             if saved
@@ -147,10 +148,10 @@ def build(
         return listing(sent)
 
     @explained
-    def on_delete(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
+    def on_delete(doc_id: int | None, sent: list[list[Any]], request: gr.Request) -> tuple[Any, ...]:
         if doc_id is None:
             raise Refused("Choose a document first.")
-        kb.delete(doc_id)
+        kb.delete(doc_id, by=owner_of(request))
         return gr.update(visible=False), *listing(sent)
 
     def on_clear(sent: list[list[Any]]) -> tuple[Any, ...]:

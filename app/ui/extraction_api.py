@@ -17,6 +17,7 @@ from app.errors import Refused
 from app.extraction.extractor import Extraction, Step
 from app.extraction.merge import provenance
 from app.extraction.service import ExtractionService
+from app.ui.callers import owner_of
 from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -30,6 +31,7 @@ def register(ex: ExtractionService) -> None:
         max_tokens: int = 0,
         timeout_s: float = 0,
         file: str | None = None,
+        request: gr.Request = None,  # type: ignore[assignment]
     ) -> Iterator[dict[str, Any]]:
         """Typed fields from one document (id or file name), or from `file`, uploaded in this call (saved
         into kb/ and indexed like any upload), by a template name or a pasted JSON Schema: yields
@@ -39,7 +41,8 @@ def register(ex: ExtractionService) -> None:
         _, checked = ex.schema_for(template, schema or None)
         tokens, seconds = int(max_tokens or 0), float(timeout_s or 0)
         if file:
-            updates = ex.extract_file(Path(file), checked, max_tokens=tokens, timeout_s=seconds)
+            owner = owner_of(request)
+            updates = ex.extract_file(Path(file), checked, max_tokens=tokens, timeout_s=seconds, owner=owner)
         elif str(document or "").strip():
             updates = ex.extract_one(ex.find_document(document).id, checked, max_tokens=tokens, timeout_s=seconds)
         else:
@@ -48,17 +51,27 @@ def register(ex: ExtractionService) -> None:
             yield _step(update) if isinstance(update, Step) else _result(update)
 
     @explained
-    def extraction_run(documents: list[str], folder: str = "", template: str = "", schema: str = "") -> int:
+    def extraction_run(
+        documents: list[str],
+        folder: str = "",
+        template: str = "",
+        schema: str = "",
+        request: gr.Request = None,  # type: ignore[assignment]
+    ) -> int:
         """Start a batch in the background: a template (or schema) over documents (ids or file names)
-        and/or every document of a kb/ folder. Returns the run id for `extraction_results`."""
+        and/or every document of a kb/ folder. Returns the run id for `extraction_results`; the run is
+        the caller's (docs/api.md: how a client keeps its identity)."""
         ids = [ex.find_document(d).id for d in documents or []]
         name, checked = ex.schema_for(template, schema or None)
-        return ex.start_run(ex.documents_for(ids, folder or None), template=name, schema=checked)
+        owner = owner_of(request)
+        return ex.start_run(ex.documents_for(ids, folder or None), template=name, schema=checked, owner=owner)
 
     @explained
-    def extraction_results(run_id: int) -> dict[str, Any]:
-        """A batch's state and its results so far (corrections applied), with the CSV export."""
-        run, results = ex.run(run_id), ex.results(run_id)
+    def extraction_results(run_id: int, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
+        """One of the caller's batches: its state and its results so far (corrections applied), with the
+        CSV export."""
+        owner = owner_of(request)
+        run, results = ex.run(run_id, owner=owner), ex.results(run_id, owner=owner)
         return {
             "status": run.status,
             "error": run.error,
@@ -75,7 +88,7 @@ def register(ex: ExtractionService) -> None:
                 }
                 for r in results
             ],
-            "csv": ex.export(run_id).csv if results else "",
+            "csv": ex.export(run_id, owner=owner).csv if results else "",
         }
 
     with gr.Group(visible=False):  # the inputs of `extract`: an API, not a part of the page

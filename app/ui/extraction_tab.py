@@ -7,6 +7,7 @@ reaches the page (an unqueued handler's gr.Error shows only "Error" in gradio 6)
 from __future__ import annotations
 
 import json
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.errors import Refused
 from app.extraction.fields import (
     COLUMN_COLUMNS,
     COLUMN_TYPES,
@@ -26,6 +28,7 @@ from app.extraction.fields import (
 from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
+from app.ui.callers import UNKNOWN_PAGE, page_owner
 from app.ui.errors import explained
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
@@ -44,6 +47,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     """Returns the tab's timer (progress and results refresh only while the tab is shown) and its refresh
     of the documents and runs to choose from (the page runs it when the tab is shown)."""
     templates = ex.templates()
+    browser = gr.BrowserState(None, storage_key="quartet-runs")  # a random id: whose runs these are
     with gr.Row():
         template = gr.Dropdown(
             [(t.title, name) for name, t in templates.items()] + [("Custom schema…", _CUSTOM)],
@@ -116,27 +120,34 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         )
     shown = gr.State(None)  # (run id, documents done, status, corrections) of what the table shows
 
-    def choices() -> tuple[Any, ...]:
+    def choices(browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        browser_id = browser_id or secrets.token_urlsafe(18)
         docs = ex.documents()
         folders = sorted({d.collection for d in docs if d.collection})
         return (
+            browser_id,
             gr.update(choices=[(d.name, d.id) for d in docs]),
             gr.update(choices=folders),
-            gr.update(choices=_run_choices(ex.runs())),
+            gr.update(choices=_run_choices(ex.runs(owner=page_owner(request, browser_id)))),
         )
 
     @explained
-    def on_run(name: str, ids: list[int] | None, where: str | None, pasted: str) -> tuple[Any, ...]:
+    def on_run(
+        name: str, ids: list[int] | None, where: str | None, pasted: str, browser_id: str | None, request: gr.Request
+    ) -> tuple[Any, ...]:
         if name == _CUSTOM and not (pasted or "").strip():
             raise SchemaProblem("paste a JSON Schema, or make one from the field table")
         chosen, schema = ex.schema_for(name, pasted if name == _CUSTOM else None)
-        run_id = ex.start_run(ex.documents_for(ids or [], where), template=chosen, schema=schema)
-        return gr.update(choices=_run_choices(ex.runs()), value=run_id), None
+        owner = page_owner(request, browser_id)
+        if owner == UNKNOWN_PAGE:  # its load has not answered yet: the run would be nobody's (or everyone's)
+            raise Refused("the page is still loading: press Extract again in a moment")
+        run_id = ex.start_run(ex.documents_for(ids or [], where), template=chosen, schema=schema, owner=owner)
+        return gr.update(choices=_run_choices(ex.runs(owner=owner)), value=run_id), None
 
-    def refresh(run_id: int | None, before: Any) -> tuple[Any, ...]:
-        keep = gr.update()
+    def refresh(run_id: int | None, before: Any, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        keep, owner = gr.update(), page_owner(request, browser_id)
         try:
-            found, results = (ex.run(run_id), ex.results(run_id)) if run_id else (None, [])
+            found, results = (ex.run(run_id, owner=owner), ex.results(run_id, owner=owner)) if run_id else (None, [])
         except LookupError:
             found, results = None, []
         if found is None:
@@ -147,7 +158,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         if now == before:
             return line, keep, keep, keep, keep, keep, keep, keep, keep, before
         ready = bool(results) and found.status in _OVER  # export once, when it is over
-        files = _exports(ex, found.id) if ready else (None, None, [])
+        files = _exports(ex, found.id, owner) if ready else (None, None, [])
         tables = [name for name, spec in found.schema["properties"].items() if is_table(spec)]
         first = tables[0] if tables else None
         flat = flat_grid(found, results)
@@ -160,30 +171,38 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             gr.update(value=files[1], interactive=ready),
             files[2] or None,
             gr.update(choices=tables, value=first),
-            on_table(found.id, first),
+            on_table(found.id, first, browser_id, request),
             now,
         )
 
     @explained
-    def on_edit(run_id: int | None, edited: pd.DataFrame) -> None:
+    def on_edit(run_id: int | None, edited: pd.DataFrame, browser_id: str | None, request: gr.Request) -> None:
         if run_id:
-            ex.correct_cells(run_id, _texts(edited))
+            ex.correct_cells(run_id, _texts(edited), owner=page_owner(request, browser_id))
         # the next tick redraws with the corrections
 
-    def on_table(run_id: int | None, name: str | None) -> Any:
+    def on_table(run_id: int | None, name: str | None, browser_id: str | None, request: gr.Request) -> Any:
+        owner = page_owner(request, browser_id)
         try:
-            found = ex.run(run_id) if run_id else None
+            found = ex.run(run_id, owner=owner) if run_id else None
         except LookupError:
             found = None
         if found is None or not name or not is_table(found.schema["properties"].get(name, {})):
             return gr.update(value=pd.DataFrame(), visible=False)
-        grid = table_grid(found, name, ex.table_rows(found.id, name))
+        grid = table_grid(found, name, ex.table_rows(found.id, name, owner=owner))
         return gr.update(value=grid, column_widths=widths(grid["headers"]), visible=True)
 
     @explained
-    def on_table_edit(run_id: int | None, name: str | None, edited: pd.DataFrame) -> None:
+    def on_table_edit(
+        run_id: int | None, name: str | None, edited: pd.DataFrame, browser_id: str | None, request: gr.Request
+    ) -> None:
         if run_id and name:
-            ex.correct_table_cells(run_id, name, _texts(edited))
+            ex.correct_table_cells(run_id, name, _texts(edited), owner=page_owner(request, browser_id))
+
+    @explained
+    def on_stop(run_id: int | None, browser_id: str | None, request: gr.Request) -> None:
+        if run_id:
+            ex.stop_run(run_id, owner=page_owner(request, browser_id))
 
     def on_from_template(name: str) -> tuple[Any, Any]:
         found = ex.templates().get(name)
@@ -199,12 +218,12 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         return json.dumps(schema, indent=2, ensure_ascii=False), _CUSTOM
 
     outputs = [progress, table, empty, view, csv_file, json_file, table_files, table_name, rows_grid, shown]
-    run.click(on_run, [template, documents, folder, schema_text], [runs, shown], **_QUEUED)
-    stop.click(lambda run_id: ex.stop_run(run_id) if run_id else None, runs, None, **_QUIET)
-    runs.change(lambda run_id: refresh(run_id, None), runs, outputs, **_QUIET)
-    table.input(on_edit, [runs, table], shown, **_QUEUED)
-    table_name.change(on_table, [runs, table_name], rows_grid, **_QUIET)
-    rows_grid.input(on_table_edit, [runs, table_name, rows_grid], None, **_QUEUED)
+    run.click(on_run, [template, documents, folder, schema_text, browser], [runs, shown], **_QUEUED)
+    stop.click(on_stop, [runs, browser], None, **_QUEUED)
+    runs.change(lambda run_id, b, request: refresh(run_id, None, b, request), [runs, browser], outputs, **_QUIET)
+    table.input(on_edit, [runs, table, browser], shown, **_QUEUED)
+    table_name.change(on_table, [runs, table_name, browser], rows_grid, **_QUIET)
+    rows_grid.input(on_table_edit, [runs, table_name, rows_grid, browser], None, **_QUEUED)
     from_template.click(on_from_template, template, [fields, table_columns], **_QUIET)
     to_schema.click(on_to_schema, [fields, table_columns], [schema_text, template], **_QUEUED)
     typed.then(
@@ -214,9 +233,9 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         **_QUEUED,
     )  # a field made a table gets a first column to fill in
     timer = gr.Timer(_EVERY_S, active=False)
-    timer.tick(refresh, [runs, shown], outputs, **_QUIET)
-    timer.tick(choices, None, [documents, folder, runs], **_QUIET)
-    return timer, OnLoad(choices, [], [documents, folder, runs])
+    timer.tick(refresh, [runs, shown, browser], outputs, **_QUIET)
+    timer.tick(choices, browser, [browser, documents, folder, runs], **_QUIET)
+    return timer, OnLoad(choices, [browser], [browser, documents, folder, runs])
 
 
 def _texts(edited: pd.DataFrame) -> list[dict[str, str]]:
@@ -236,6 +255,6 @@ def _progress(run: Run, live: str) -> str:
     return line + (f"  \n_{live}_" if live and run.status in ("queued", "running") else "")
 
 
-def _exports(ex: ExtractionService, run_id: int) -> tuple[str, str, list[str]]:
-    csv_path, json_path, tables = ex.export(run_id).write(Path(tempfile.gettempdir()) / "quartet-exports")
+def _exports(ex: ExtractionService, run_id: int, owner: str) -> tuple[str, str, list[str]]:
+    csv_path, json_path, tables = ex.export(run_id, owner=owner).write(Path(tempfile.gettempdir()) / "quartet-exports")
     return str(csv_path), str(json_path), [str(p) for p in tables]

@@ -48,7 +48,7 @@ def build(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer, cards_now = cards_tab.build(ctx.telemetry)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.web.ui_updates_per_s)
-        documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser)
+        documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser, ctx.admin)
         extraction_api.register(ctx.extraction)
         cards_api.register(ctx.telemetry)
         admin_api.register(ctx.admin)

@@ -1,25 +1,61 @@
-"""Text from a model, a document or a user, made safe to render as Markdown in the page.
+"""Text from a model, a document or a user, made safe to show in the page.
 
 Whatever a model writes (and a document it reads can tell it what to write), the page must not fetch
-anything for it: a remote image in Markdown or HTML would send the browser to that address, with
-whatever the model put in the URL. So outside code, raw HTML is shown as text, images other than
-`data:` ones are shown as their description, and `javascript:`-like links lose their target. Code
-spans and fenced blocks are left exactly as written (they render as text anyway). The page's
-Content-Security-Policy (`app/server.py`) backs this up."""
+or run anything for it: a remote image would send the browser to that address, with whatever the model
+put in the URL; raw HTML could add elements, styles and links. So the text is parsed as Markdown by a
+real CommonMark parser (markdown-it-py) with raw HTML off — HTML in the text is shown as text, wherever
+it stands, whatever code fences or backticks surround it — images other than inline `data:` pictures
+are shown as their description, and links to `javascript:`-like targets stay text. The HTML that comes
+out is then cleaned by an allow-list sanitiser (nh3): only the tags and attributes that Markdown makes
+can remain. The page's Content-Security-Policy (`app/server.py`) backs this up.
+
+The result is HTML on one line inside one `<div>`: the page's own Markdown renderer takes one line that
+starts with a block tag as a single HTML block and leaves it as it is (a blank line, one inside a code
+block say, would end the block and hand the rest back to it as Markdown)."""
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
+from typing import Any
 
-_CODE = re.compile(r"(```.*?(?:```|$)|~~~.*?(?:~~~|$)|`[^`\n]+`)", re.DOTALL)
-_TAG = re.compile(r"<(?=[A-Za-z/!?])")
-_IMAGE = re.compile(r"!\[([^\]\n]*)\]\(\s*<?([^)\s>]*)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
-_IMAGE_REF = re.compile(r"!\[")
-_UNSAFE_SCHEME = r"(?:javascript|vbscript|data|file):"
-_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?\s*" + _UNSAFE_SCHEME + r"[^)]*\)", re.IGNORECASE)
-_LINK_DEF = re.compile(r"^(\s{0,3})\[([^\]\n]+)\]:\s*<?\s*" + _UNSAFE_SCHEME, re.IGNORECASE | re.MULTILINE)
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+_SAFE_IMAGE = re.compile(r"^data:image/(?:png|jpeg|gif|webp);", re.IGNORECASE)
+_SAFE_LINK = re.compile(r"^(?:https?:|mailto:|#|/(?!/))", re.IGNORECASE)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+_TAGS = {
+    *("p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "code", "em", "strong"),
+    *("s", "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td", "a", "img"),
+}
+_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "code": {"class"}, "ol": {"start"}}
+
+
+def _image(_renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, _env: Any) -> str:
+    token = tokens[idx]
+    description = "".join(child.content for child in token.children or [])
+    if _SAFE_IMAGE.match(str(token.attrGet("src") or "")):
+        return f'<img src="{html.escape(str(token.attrGet("src")))}" alt="{html.escape(description)}">'
+    shown = html.escape(description or "image")
+    return f"🖼 <em>{shown} (not loaded: images from other addresses are not shown)</em>"
+
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["table", "strikethrough"])
+_MARKDOWN.add_render_rule("image", _image)
+
+
+def _attribute(tag: str, name: str, value: str) -> str | None:
+    if tag == "img" and name == "src":
+        return value if _SAFE_IMAGE.match(value) else None
+    if tag == "a" and name == "href":
+        return value if _SAFE_LINK.match(value) else None
+    if tag == "code" and name == "class":
+        return value if re.fullmatch(r"language-[\w+-]{1,40}", value) else None
+    return value
+
 
 # Inline and display maths as people (and models) write it.
 LATEX: list[dict[str, str | bool]] = [
@@ -31,29 +67,22 @@ LATEX: list[dict[str, str | bool]] = [
 
 
 def safe_markdown(text: str) -> str:
-    """`text` to render as Markdown, with nothing in it that loads or runs."""
-    parts = _CODE.split(text)
-    return "".join(part if index % 2 else _defuse(part) for index, part in enumerate(parts))
+    """`text` (Markdown) rendered as HTML with nothing in it that loads or runs; "" for blank text."""
+    if not text.strip():
+        return ""
+    rendered = _MARKDOWN.render(text.replace("\x00", ""))
+    clean = nh3.clean(
+        rendered,
+        tags=_TAGS,
+        attributes=_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto", "data"},
+        attribute_filter=_attribute,
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
+    )
+    return '<div class="q-md">' + clean.strip().replace("\r", "").replace("\n", "&#10;") + "</div>"
 
 
 def literal(text: str) -> str:
     """`text` (a file name, say) shown exactly as it is inside Markdown: no markup, no HTML."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
-
-
-def _defuse(text: str) -> str:
-    kept: list[str] = []  # inline data: images, set aside while the rest is defused
-
-    def image(match: re.Match[str]) -> str:
-        description, url = match.group(1).strip(), match.group(2).lower()
-        if url.startswith("data:image/") and not url.startswith("data:image/svg"):
-            kept.append(match.group(0))
-            return f"\x00{len(kept) - 1}\x00"
-        return f"🖼 _{description or 'image'} (not loaded: images from other addresses are not shown)_"
-
-    text = _TAG.sub("&lt;", text.replace("\x00", ""))
-    text = _IMAGE.sub(image, text)
-    text = _IMAGE_REF.sub(r"!\\[", text)
-    text = _LINK.sub(lambda m: m.group(1), text)
-    text = _LINK_DEF.sub(lambda m: f"{m.group(1)}\\[{m.group(2)}]: ", text)
-    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], text)

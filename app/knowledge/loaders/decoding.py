@@ -2,8 +2,9 @@
 
 The encoding is chosen from the file's first MiB (the whole file when it is smaller): UTF-8 (with or
 without BOM), UTF-16 with a BOM — or without one, recognised by its zero bytes all falling on every
-other byte —, then GB18030 (a superset of GBK, for Chinese files saved by older Windows tools) when
-the result really looks like Chinese, then Windows-1252. A binary file named `.txt` (NUL bytes in no
+other byte and by text that reads as text (not ideographs and Latin letters taking turns) —, then
+GB18030 (a superset of GBK, for Chinese files saved by older Windows tools) when the result really
+looks like Chinese, then Windows-1252. A binary file named `.txt` (NUL bytes in no
 UTF-16 pattern, or bytes no encoding explains) is refused. The rest of a large file is decoded with
 that encoding, a block at a time (undecodable bytes beyond the first MiB become U+FFFD).
 """
@@ -11,6 +12,7 @@ that encoding, a block at a time (undecodable bytes beyond the first MiB become 
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ _BLOCK = 1 << 20
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _MIN_CHINESE_SHARE = 0.5  # share of decoded CJK characters that must be common (GB2312 level 1)
 _MAX_CONTROL_SHARE = 0.02
+_MAX_SCRIPT_TURNS = 0.3  # of adjacent characters, in text taken for UTF-16 without a BOM
 _MIN_UTF16_ZERO_SHARE = 0.1  # of the 16-bit units: ASCII, Latin and most punctuation have a zero byte
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
@@ -125,9 +128,17 @@ def _utf16_without_bom(sample: bytes, *, complete: bool) -> str | None:
     for zeros, stray, encoding in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
         if zeros >= _MIN_UTF16_ZERO_SHARE * units and stray <= min(0.05 * units, zeros / 4):
             text = _decodes(sample, encoding, complete=complete)
-            if text is not None and _plausible(text) and "\x00" not in text:
+            if text is not None and _plausible(text) and "\x00" not in text and not _interleaved(text):
                 return encoding
     return None
+
+
+def _interleaved(text: str) -> bool:
+    """Ideographs and ASCII letters taking turns character by character ("扡c扡c…"): what `abc\\0`
+    repeated reads as when taken for UTF-16, never real text, where each script comes in runs."""
+    pairs = max(len(text) - 1, 1)
+    turns = sum(is_cjk(a) != is_cjk(b) and (a.isascii() or b.isascii()) for a, b in itertools.pairwise(text))
+    return turns > _MAX_SCRIPT_TURNS * pairs
 
 
 def _any_text(text: str) -> bool:

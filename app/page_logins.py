@@ -1,0 +1,63 @@
+"""The page logins (`web.users`): every try costs the same whether the name exists or not, and wrong
+passwords are throttled per name and address, as the admin login is.
+
+Gradio calls the login check with the name and password only, so the caller's address reaches it
+through `CallerAddress`, the ASGI layer that notes each request's client in a context variable."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Iterable, Mapping
+
+import fastapi
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.auth import LoginThrottle, hash_password, verify_password
+
+_ADDRESS: contextvars.ContextVar[str] = contextvars.ContextVar("caller_address", default="?")
+
+
+class PageLogins:
+    """Checks page logins for every mounted page at once (one throttle, shared)."""
+
+    def __init__(self, users: Mapping[str, str], *, throttle: LoginThrottle | None = None) -> None:
+        self.users = dict(users)
+        self.throttle = throttle or LoginThrottle(free=3)
+        # An unknown name is checked against this, so it takes as long as a known one.
+        self._dummy = hash_password("not a password", iterations=_iterations(self.users.values()))
+
+    async def check(self, name: str, password: str) -> bool:
+        """Gradio's auth callable: True for a right name and password; raises 429 while throttled."""
+        who = f"{name}@{_ADDRESS.get()}"
+        wait_s = self.throttle.wait_s(who)
+        if wait_s > 0:
+            raise fastapi.HTTPException(429, f"too many wrong passwords for {name!r}: try again in {wait_s:.0f} s")
+        stored = self.users.get(name)
+        right = await asyncio.to_thread(verify_password, password, stored or self._dummy)
+        if right and stored is not None:
+            self.throttle.succeeded(who)
+            return True
+        self.throttle.failed(who)
+        return False
+
+
+def _iterations(hashes: Iterable[str]) -> int:
+    """The largest PBKDF2 iteration count among the stored hashes (what a dummy check must cost)."""
+    counts = [int(part[1]) for part in (h.split("$") for h in hashes) if len(part) == 4 and part[1].isdigit()]
+    return max(counts, default=1000)
+
+
+class CallerAddress:
+    """Notes each HTTP request's client address for `PageLogins` (which Gradio gives no request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client")
+        token = _ADDRESS.set(client[0] if client else "?")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _ADDRESS.reset(token)
