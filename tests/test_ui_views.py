@@ -43,3 +43,16 @@ def test_a_stop_counts_for_the_answer_its_button_started_and_only_for_it() -> No
     assert asked() and not stops.stopped("page-1", "read")() and not stops.stopped("page-2", "ask")()
     stops.clear("page-1", "ask")  # the next Ask starts unstopped
     assert not asked()
+
+
+def test_a_persons_message_is_shown_as_their_text_and_an_edit_reads_back_as_written() -> None:
+    """Their bubble (and so the edit box) holds their words, not rendered HTML; nothing in it can become an
+    element, an image or a link; what comes back from the edit box is what they meant."""
+    from app.chat.store import StoredMessage
+    from app.ui import display
+
+    typed = 'See ![x](http://127.0.0.1:9/x.png) <img src="y"> [a](javascript:alert(1)) & **bold**'
+    message = StoredMessage(id=1, role="user", content=typed, status="done", stats=None)
+    shown = display.shown_text(message)
+    assert "<" not in shown and "[" not in shown and "**bold**" in shown
+    assert display.edited_text(shown) == typed

@@ -178,7 +178,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
         if found is None or message is None or message.role != "user":
             raise Refused("Only your own messages can be edited.")
-        updates = chat.edit(found.id, message.id, text, owner=owner, session=session_of(request))
+        updates = chat.edit(found.id, message.id, display.edited_text(text), owner=owner, session=session_of(request))
         yield from stream(updates, found.id, owner, session_of(request))
 
     @explained

@@ -66,13 +66,29 @@ def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None
     return shown[index][0] if 0 <= index < len(shown) else None
 
 
+def shown_text(message: StoredMessage) -> str:
+    """A bubble's content. A person's own message stays their text, with HTML and link or image brackets
+    made plain text (`&lt;`, `&#91;`): the edit box holds what they wrote (edited_text reads it back), and the
+    page's Markdown renderer can form no element, image or link from it. An answer is rendered and cleaned
+    whole (rendering.safe_markdown)."""
+    if message.role == "user":
+        return html.escape(message.content, quote=False).replace("[", "&#91;")
+    return safe_markdown(message.content)
+
+
+def edited_text(text: str) -> str:
+    """What a person typed into a message's edit box, as they meant it (the box shows `&lt;` for `<`, `&#91;`
+    for `[`)."""
+    return html.unescape(text)
+
+
 def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage | None, dict[str, Any]]]:
     shown: list[tuple[StoredMessage | None, dict[str, Any]]] = []
     for m in history:
         if m.role not in ("user", "assistant"):
             continue
         if m.content or m.role == "user":
-            shown.append((m, {"role": m.role, "content": safe_markdown(m.content)}))
+            shown.append((m, {"role": m.role, "content": shown_text(m)}))
         note = _note(m) if m.role == "assistant" else None
         if note:
             shown.append((None, {"role": "assistant", "content": "", "metadata": {"title": note, "status": "done"}}))
