@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.auth import hash_password
+from app.engine.engine_config import N_CTX
 from app.settings import DEMO_MODEL, Settings
 from launcher.cluster import CardProcesses
 
@@ -197,7 +198,7 @@ def models_folder(folder: Path) -> Path:
 id = "demo"
 name = "Gemma 3 270M (demo)"
 path = "demo.gguf"
-n_ctx = 4096
+n_ctx = {n_ctx}
 
 [[models]]
 id = "demo-small"
@@ -238,7 +239,7 @@ id = "broken-template"
 name = "Demo with a template that is not there"
 path = "demo.gguf"
 chat_template = "no-such-template.jinja"
-""".replace("{upstream}", str(UPSTREAM_PORT)),
+""".replace("{upstream}", str(UPSTREAM_PORT)).replace("{n_ctx}", str(N_CTX)),  # the demo at the shipped context
         encoding="utf-8",
     )
     return folder

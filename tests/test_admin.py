@@ -9,6 +9,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from app.engine.engine_config import N_CTX
 from tests.browser_helpers import admin_login
 from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, api_client, get_json, wait_until
 
@@ -123,7 +124,7 @@ def test_a_failed_load_brings_the_previous_model_back(admin: tuple[Client, str])
 
 def test_switch_back_to_the_demo_and_every_action_is_logged(admin: tuple[Client, str], appliance: Appliance) -> None:
     c, token = admin
-    assert c.predict("demo", token, api_name="/switch_model")["n_ctx"] == 4096
+    assert c.predict("demo", token, api_name="/switch_model")["n_ctx"] == N_CTX
     assert served_models(c) == ["gemma-3-270m-demo"]
     import sqlite3
 
@@ -203,8 +204,8 @@ def test_engine_settings_reload_the_model_with_a_new_split_and_context(
     assert held[3] > max(held[:3]), held  # the last card now holds most layers
     assert model(c)["n_ctx"] == 2048
     still_serving(c)
-    back = c.predict({"n_ctx": 4096, "tensor_split": ""}, token, api_name="/engine_settings")
-    assert back["n_ctx"] == 4096
+    back = c.predict({"n_ctx": N_CTX, "tensor_split": ""}, token, api_name="/engine_settings")
+    assert back["n_ctx"] == N_CTX
 
 
 def test_a_parallel_that_does_not_fit_is_refused_naming_the_card(admin: tuple[Client, str]) -> None:

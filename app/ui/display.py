@@ -67,12 +67,13 @@ def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None
 
 
 def shown_text(message: StoredMessage) -> str:
-    """A bubble's content. A person's own message stays their text, with HTML and link or image brackets
-    made plain text (`&lt;`, `&#91;`): the edit box holds what they wrote (edited_text reads it back), and the
+    """A bubble's content. A person's own message stays their text, with HTML, link or image brackets and
+    addresses made plain text (`&lt;`, `&#91;`, `&#58;//`): the edit box holds what they wrote (edited_text reads it back), and the
     page's Markdown renderer can form no element, image or link from it. An answer is rendered and cleaned
     whole (rendering.safe_markdown)."""
     if message.role == "user":
-        return html.escape(message.content, quote=False).replace("[", "&#91;")
+        plain = html.escape(message.content, quote=False).replace("[", "&#91;")
+        return plain.replace("://", "&#58;//").replace("www.", "www&#46;")  # no address becomes a link either
     return safe_markdown(message.content)
 
 
