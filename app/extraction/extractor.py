@@ -136,7 +136,7 @@ class Extractor:
         """The tokens a part's text may take: the context less the prompt around it and the answer."""
         prompt = self.template.format(name=name, first=0, last=0, fields=_describe(schema), text="")
         around = self.engine.count_tokens(GenerationRequest((Message("system", self.system), Message("user", prompt))))
-        return max(64, self.engine.config.n_ctx - self.limits.max_tokens - around - _SLACK_TOKENS)
+        return max(64, self.engine.loaded()[1] - self.limits.max_tokens - around - _SLACK_TOKENS)
 
     def _pieces(self, pages: list[tuple[int, str]], budget: int) -> list[tuple[int, str]]:
         """Each page whole, or cut into equal pieces of at most about `budget` tokens when it is longer."""

@@ -131,7 +131,7 @@ class Answerer:
     def _fitting(self, entries: list[str], question: str) -> int:
         """How many sources (the best first) fit the context beside the question and the answer's tokens,
         counted exactly by the engine's tokenizer; the best one always goes."""
-        room = self.engine.config.n_ctx - self.max_tokens - self.engine.count_tokens(self._request([], question))
+        room = self.engine.loaded()[1] - self.max_tokens - self.engine.count_tokens(self._request([], question))
         used, listed = _SLACK_TOKENS, 0
         for tokens in self.engine.count_text(entries):
             if listed and used + tokens > room:

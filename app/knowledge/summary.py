@@ -40,7 +40,7 @@ class Summariser:
     def budget_tokens(self, template: str, **fields: str) -> int:
         """The tokens left for the text in `template` (filled with `fields`), the answer's tokens kept free."""
         skeleton = GenerationRequest(messages=(Message("user", template.format(**fields)),))
-        room = self.engine.config.n_ctx - max(self.notes_tokens, self.answer_tokens) - _SLACK_TOKENS
+        room = self.engine.loaded()[1] - max(self.notes_tokens, self.answer_tokens) - _SLACK_TOKENS
         return max(64, room - self.engine.count_tokens(skeleton))
 
     def groups(self, chunks: list[StoredChunk], *, name: str = "", task: str = SUMMARY_TASK) -> list[list[StoredChunk]]:

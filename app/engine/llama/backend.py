@@ -25,6 +25,18 @@ from app.engine import cards
 from app.engine.backend import Backend, BackendKind, Down, JobSinks, OnLost, Sink, WorkerLost
 from app.engine.counts import Call, Countable, counted
 from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
+from app.engine.llama.messages import (
+    Cancel,
+    Close,
+    Count,
+    Counted,
+    Emitted,
+    FromWorker,
+    Generate,
+    Loaded,
+    LoadFailed,
+    ToEngine,
+)
 from app.engine.meter import CacheUse
 
 _LOAD_TIMEOUT_S = 600.0
@@ -36,7 +48,7 @@ class InProcessBackend:
         from app.engine.llama.engine import Engine
 
         self._engine = Engine(config)
-        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._inbox: queue.Queue[ToEngine] = queue.Queue()
         self._sinks = JobSinks()
         self._thread = threading.Thread(target=self._serve, name="engine-batcher", daemon=True)
 
@@ -46,16 +58,15 @@ class InProcessBackend:
         return info
 
     def _serve(self) -> None:
-        def inbox(block: bool) -> tuple[Any, ...] | None:
+        def inbox(block: bool) -> Generate | Cancel | Close | None:
             while True:
                 try:
                     message = self._inbox.get(block=block)
                 except queue.Empty:
                     return None
-                if message[0] != "count":
+                if not isinstance(message, Count):
                     return message
-                _, call, items = message
-                call.answer(counted(self._engine, items))  # between steps: llama.cpp is not in use
+                message.call.answer(counted(self._engine, message.items))  # between steps: llama.cpp is idle
 
         def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
             if job_id is not None and event is not None:
@@ -66,21 +77,21 @@ class InProcessBackend:
 
     def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
         self._sinks.add(job_id, sink)
-        self._inbox.put(("generate", job_id, request))
+        self._inbox.put(Generate(job_id, request))
 
     def cancel(self, job_id: int) -> None:
-        self._inbox.put(("cancel", job_id))
+        self._inbox.put(Cancel(job_id))
 
     def count(self, items: list[Countable], *, timeout: float) -> list[int]:
         call = Call()
-        self._inbox.put(("count", call, items))
+        self._inbox.put(Count(call, items))
         return call.result(timeout)
 
     def alive(self) -> bool:
         return True
 
     def stop(self) -> None:
-        self._inbox.put(("close",))
+        self._inbox.put(Close())
         if self._thread.is_alive():
             self._thread.join(timeout=30)
         else:
@@ -110,15 +121,15 @@ class WorkerBackend:
             self.stop()
             raise EngineError(f"the model did not load within {_LOAD_TIMEOUT_S:.0f} s")
         try:
-            kind, *rest = self._conn.recv()
+            said: FromWorker = self._conn.recv()
         except EOFError:
             raise self._died("while loading the model") from None
-        if kind == "load_failed":
+        if isinstance(said, LoadFailed):
             self.stop()
-            raise EngineError(rest[0], card=rest[1])
-        info: ModelInfo = rest[0]
+            raise EngineError(said.message, card=said.card)
+        assert isinstance(said, Loaded), said
         threading.Thread(target=self._read, name="engine-reader", daemon=True).start()
-        return info
+        return said.info
 
     def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
         if self._lost is not None:
@@ -126,11 +137,11 @@ class WorkerBackend:
         if not self._sinks:
             self._heard = time.monotonic()  # the step clock runs while there is work
         self._sinks.add(job_id, sink)
-        self._send(("generate", job_id, request))
+        self._send(Generate(job_id, request))
 
     def cancel(self, job_id: int) -> None:
         if job_id in self._sinks:
-            self._send(("cancel", job_id))
+            self._send(Cancel(job_id))
 
     def count(self, items: list[Countable], *, timeout: float) -> list[int]:
         """Counted by the worker between two steps (its tokenizer is the model's)."""
@@ -139,14 +150,14 @@ class WorkerBackend:
         call_id, call = next(self._call_ids), Call()
         with self._send_lock:
             self._calls[call_id] = call
-        self._send(("count", call_id, items))
+        self._send(Count(call_id, items))
         try:
             return call.result(timeout)
         finally:
             with self._send_lock:
                 self._calls.pop(call_id, None)
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: ToEngine) -> None:
         with self._send_lock, contextlib.suppress(OSError):  # a dead worker is found by the reader
             self._conn.send(message)
 
@@ -161,20 +172,19 @@ class WorkerBackend:
                         self._fail(self._hung(limit))
                         return
                     continue
-                kind, job_id, event = self._conn.recv()
+                said: FromWorker = self._conn.recv()
             except (EOFError, OSError):
                 if not self._stopping:
                     self._fail(self._died("during an answer"))
                 return
             self._heard = time.monotonic()
-            if kind == "counted":
+            if isinstance(said, Counted):
                 with self._send_lock:
-                    call = self._calls.get(job_id)
+                    call = self._calls.get(said.call)
                 if call is not None:
-                    call.answer(event)
-                continue
-            if job_id is not None and event is not None:  # (None, None): a step finished, the worker lives
-                self._sinks.deliver(job_id, event)
+                    call.answer(said.counts)
+            elif isinstance(said, Emitted) and said.job_id is not None and said.event is not None:
+                self._sinks.deliver(said.job_id, said.event)  # (None, None): a step finished, the worker lives
 
     def _fail(self, err: WorkerLost) -> None:
         self._lost = err
@@ -218,7 +228,7 @@ class WorkerBackend:
     def stop(self) -> None:
         self._stopping = True
         if self._process.is_alive():
-            self._send(("close",))
+            self._send(Close())
             self._process.join(timeout=3)
         if self._process.is_alive():
             self._process.kill()
@@ -237,21 +247,21 @@ def _worker_main(conn: Connection, config: Any) -> None:
     try:
         info = engine.load()
     except EngineError as err:
-        conn.send(("load_failed", str(err), err.card))  # kind follows from card
+        conn.send(LoadFailed(str(err), err.card))  # kind follows from card
         return
-    conn.send(("loaded", info))
+    conn.send(Loaded(info))
 
-    def inbox(block: bool) -> tuple[Any, ...] | None:
+    def inbox(block: bool) -> Generate | Cancel | Close | None:
         while True:
             if not conn.poll(None if block else 0):
                 return None
-            message: tuple[Any, ...] = conn.recv()
-            if message[0] != "count":
+            message: ToEngine = conn.recv()
+            if not isinstance(message, Count):
                 return message
-            conn.send(("counted", message[1], counted(engine, message[2])))  # between steps
+            conn.send(Counted(message.call, counted(engine, message.items)))  # between steps
 
     def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
-        conn.send(("event", job_id, event))
+        conn.send(Emitted(job_id, event))
 
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
         engine.serve(inbox, emit)

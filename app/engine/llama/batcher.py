@@ -24,6 +24,7 @@ from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.llama import logprobs
 from app.engine.llama.grammar import grammar_for
 from app.engine.llama.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
+from app.engine.llama.messages import Cancel, Close, Generate
 from app.engine.llama.slots import Answer, Batch, Sampler, Slot
 from app.engine.meter import CacheUse
 
@@ -255,12 +256,12 @@ def _real(shared: int, prompt: list[int]) -> bool:
     return shared >= MIN_SAVE or 2 * shared >= len(prompt)
 
 
-Inbox = Callable[[bool], tuple[Any, ...] | None]  # block? → the next message, or None when none waits
+Inbox = Callable[[bool], Generate | Cancel | Close | None]  # block? → the next message, or None when none waits
 Emit = Callable[[int | None, Event | CacheUse | None], None]  # (job id, event); (None, None) = still alive
 
 
 def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[[], bool]) -> None:
-    """Take messages ("generate", id, request) / ("cancel", id) / ("close",) and run steps until closed.
+    """Take messages (Generate, Cancel, Close: messages.py) and run steps until closed.
 
     Between steps every waiting message is taken, so a newcomer joins at the next step and a cancel
     takes effect there. While answers run, something is emitted at least every HEARTBEAT_S so that the
@@ -269,16 +270,15 @@ def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[
     while True:
         message = inbox(not batcher.busy())
         while message is not None:
-            if message[0] == "close":
+            if isinstance(message, Close):
                 return
-            if message[0] == "generate":
-                _, job_id, request = message
+            if isinstance(message, Generate):
                 try:
-                    emit(job_id, batcher.add(job_id, request, check_picked=check_picked()))
+                    emit(message.job_id, batcher.add(message.job_id, message.request, check_picked=check_picked()))
                 except EngineError as err:
-                    emit(job_id, err.failed())
-            elif message[0] == "cancel":
-                batcher.cancel(message[1])
+                    emit(message.job_id, err.failed())
+            elif isinstance(message, Cancel):
+                batcher.cancel(message.job_id)
             message = inbox(False)
         for job_id, event in batcher.step():
             emit(job_id, event)

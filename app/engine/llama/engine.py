@@ -232,7 +232,7 @@ class Engine:
         return self._batcher
 
     def serve(self, inbox: Inbox, emit: Emit) -> None:
-        """Run answers in batches until ("close",) arrives (see batcher.serve)."""
+        """Run answers in batches until Close arrives (see batcher.serve)."""
         serve(self.batcher, inbox, emit, check_picked=lambda: self.check_picked_token)
 
     def generate(
