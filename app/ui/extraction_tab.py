@@ -54,7 +54,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         )
         documents = gr.Dropdown(label="Documents", multiselect=True, choices=[], elem_id="extract-docs", scale=3)
         folder = gr.Dropdown(label="…or a kb/ folder", choices=[], elem_id="extract-folder", scale=2)
-    with gr.Accordion("Custom schema", open=False, elem_id="custom-schema"):
+    with gr.Accordion("Custom schema", open=False, elem_id="custom-schema") as custom_box:
         schema_text = gr.Code(
             language="json", label="JSON Schema (an object of fields and tables)", elem_id="schema-text"
         )
@@ -81,6 +81,9 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         with gr.Row():
             from_template = gr.Button("Start from the template", elem_id="from-template")
             to_schema = gr.Button("Make the schema from the table", elem_id="to-schema")
+    # which schema Extract runs, said where Extract is: a pasted schema was silently dropped while a template
+    # was still chosen; pasting one now chooses "Custom schema…", and choosing that opens its editor
+    runs_what = gr.Markdown(_runs_what(template.value, templates), elem_id="extract-which")
     with gr.Row():
         run = gr.Button("Extract", variant="primary", elem_id="extract-run")
         stop = gr.Button("Stop", elem_id="extract-stop")
@@ -213,10 +216,23 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         table_columns,
         **_QUEUED,
     )  # a field made a table gets a first column to fill in
+    template.change(
+        lambda name: (_runs_what(name, ex.templates()), gr.update(open=True) if name == _CUSTOM else gr.update()),
+        template,
+        [runs_what, custom_box],
+        **_QUIET,
+    )
+    schema_text.input(lambda text: _CUSTOM if (text or "").strip() else gr.update(), schema_text, template, **_QUIET)
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(refresh, [runs, shown], outputs, **_QUIET)
     timer.tick(choices, None, [documents, folder, runs], **_QUIET)
     return timer, OnLoad(choices, [], [documents, folder, runs])
+
+
+def _runs_what(name: str | None, templates: dict[str, Any]) -> str:
+    if name == _CUSTOM or name not in templates:
+        return "Extract runs **your custom schema** (below, under Custom schema)."
+    return f"Extract runs the **{templates[name].title}** template; a schema pasted below is not used with it."
 
 
 def _texts(edited: pd.DataFrame) -> list[dict[str, str]]:
