@@ -26,7 +26,7 @@ from app.extraction.fields import (
 from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
-from app.ui.errors import explained
+from app.ui.errors import explained, refused
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
 from app.ui.wiring import OnLoad
@@ -168,10 +168,14 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         )
 
     @explained
-    def on_edit(run_id: int | None, edited: pd.DataFrame) -> None:
-        if run_id:
-            ex.correct_cells(run_id, _texts(edited))
-        # the next tick redraws with the corrections
+    def on_edit(run_id: int | None, edited: pd.DataFrame, last: str | None) -> tuple[None, str | None]:
+        """`shown` emptied: the next tick redraws, with the corrections or (one refused) as stored. A cell's
+        edit fires `input` twice (its Enter, then its blur): the edit just refused is not refused again."""
+        rows = _texts(edited)
+        key = json.dumps([run_id, rows])
+        if run_id and key != last and refused(ex.correct_cells, run_id, rows):
+            return None, key
+        return None, key if key == last else None
 
     def on_table(run_id: int | None, name: str | None) -> Any:
         try:
@@ -184,9 +188,10 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         return gr.update(value=grid, column_widths=widths(grid["headers"]), visible=True)
 
     @explained
-    def on_table_edit(run_id: int | None, name: str | None, edited: pd.DataFrame) -> None:
-        if run_id and name:
-            ex.correct_table_cells(run_id, name, _texts(edited))
+    def on_table_edit(run_id: int | None, name: str | None, edited: pd.DataFrame) -> Any:
+        if run_id and name and refused(ex.correct_table_cells, run_id, name, _texts(edited)):
+            return on_table(run_id, name)  # the grid as stored again
+        return gr.skip()
 
     def on_from_template(name: str) -> tuple[Any, Any]:
         found = ex.templates().get(name)
@@ -205,9 +210,10 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     run.click(on_run, [template, documents, folder, schema_text], [runs, shown], **_QUEUED)
     stop.click(lambda run_id: ex.stop_run(run_id) if run_id else None, runs, None, **_QUIET)
     runs.change(lambda run_id: refresh(run_id, None), runs, outputs, **_QUIET)
-    table.input(on_edit, [runs, table], shown, **_QUEUED)
+    refusal = gr.State(None)  # the grid's last edit refused (to say it once)
+    table.input(on_edit, [runs, table, refusal], [shown, refusal], **_QUEUED)
     table_name.change(on_table, [runs, table_name], rows_grid, **_QUIET)
-    rows_grid.input(on_table_edit, [runs, table_name, rows_grid], None, **_QUEUED)
+    rows_grid.input(on_table_edit, [runs, table_name, rows_grid], rows_grid, **_QUEUED)
     from_template.click(on_from_template, template, [fields, table_columns], **_QUIET)
     to_schema.click(on_to_schema, [fields, table_columns], [schema_text, template], **_QUEUED)
     typed.then(
