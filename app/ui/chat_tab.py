@@ -68,7 +68,8 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         if owner == UNKNOWN_PAGE:  # the page's load lists its own when it comes back
             return gr.skip()
         choices = [display.list_entry(c) for c in chat.recent(owner, query=query)]
-        return gr.update(choices=choices, value=cid if any(c[1] == cid for c in choices) else None)
+        value = cid if any(c[1] == cid for c in choices) else None
+        return gr.update(choices=choices, value=value, label=display.list_label(query, len(choices)))
 
     def shown(owner: str, cid: str | None, query: str = "") -> tuple[Any, ...]:
         """Everything the tab shows for one conversation (or none): transcript, prompt, list, title, buttons."""

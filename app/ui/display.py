@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -53,6 +54,11 @@ def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> lis
 def answered(history: list[StoredMessage]) -> bool:
     """Whether there is an answer to regenerate."""
     return any(m.role == "assistant" for m in history)
+
+
+def list_label(query: str, found: int) -> str:
+    """The list's heading: what a search found nothing for is said, not an empty list."""
+    return f"No chat matches “{query.strip()}”" if query.strip() and not found else "Conversations"
 
 
 def list_entry(conversation: Conversation) -> tuple[str, str]:
@@ -154,9 +160,10 @@ def _load(status: ApplianceStatus) -> str:
 
 
 def export_file(conversation: Conversation, text: str, suffix: str) -> str:
-    """A conversation written out for download, in a folder of its own (a file per chat and day)."""
+    """A conversation written out for download, in a folder of its own, named by its title and day."""
     folder = Path(tempfile.gettempdir()) / "quartet-chat-exports" / conversation.id
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"chat-{conversation.updated_at[:10]}{suffix}"
+    title = re.sub(r"[^\w\- ]+", "", conversation.title).strip().replace(" ", "-")[:60].strip("-") or "chat"
+    path = folder / f"{title}-{conversation.updated_at[:10]}{suffix}"
     path.write_text(text, encoding="utf-8")
     return str(path)
