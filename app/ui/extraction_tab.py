@@ -100,7 +100,8 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     )
     view = gr.HTML(elem_id="extract-review")
     with gr.Row():
-        table_name = gr.Dropdown(label="Table", choices=[], elem_id="extract-table-name", scale=1)
+        # shown once a result has tables (an empty dropdown and file box stood there before any result)
+        table_name = gr.Dropdown(label="Table", choices=[], visible=False, elem_id="extract-table-name", scale=1)
     rows_grid = gr.Dataframe(
         visible=False,
         interactive=True,
@@ -116,6 +117,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             file_count="multiple",
             elem_id="export-tables",
             interactive=False,
+            visible=False,
         )
     shown = gr.State(None)  # (run id, documents done, status, corrections) of what the table shows
 
@@ -144,7 +146,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             found, results = None, []
         if found is None:
             hidden = gr.update(visible=False)
-            return "", hidden, gr.update(visible=True), keep, keep, keep, keep, keep, hidden, before
+            return "", hidden, gr.update(visible=True), keep, keep, keep, hidden, hidden, hidden, before
         now = (found.id, found.documents_done, found.status, tuple(json.dumps(r.corrected) for r in results))
         line = _progress(found, ex.live(found.id))
         if now == before:
@@ -161,8 +163,8 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             review(found, results),
             gr.update(value=files[0], interactive=ready),
             gr.update(value=files[1], interactive=ready),
-            files[2] or None,
-            gr.update(choices=tables, value=first),
+            gr.update(value=files[2] or None, visible=bool(files[2])),
+            gr.update(choices=tables, value=first, visible=bool(tables) and bool(results)),
             on_table(found.id, first),
             now,
         )
