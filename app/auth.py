@@ -1,6 +1,7 @@
 """Passwords for the optional login: stored as PBKDF2-SHA256 hashes, never in clear text.
 
-python -m app.auth            # asks for a password, prints the hash to put in the settings
+python -m app.auth            # asks for a password (twice), prints the hash to put in the settings
+echo "$PW" | python -m app.auth  # without a terminal: the password is the first line of stdin
 """
 
 from __future__ import annotations
@@ -65,9 +66,26 @@ class LoginThrottle:
             self._failures.pop(who, None)
 
 
-def main() -> int:
-    first = getpass.getpass("password: ")
-    if len(first) < 8 or first != getpass.getpass("again: "):
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m app.auth",
+        description="Print the hash of a password, for web.users or web.admin_password_hash in the settings. "
+        "In a terminal it asks for the password twice; otherwise the password is the first line of stdin.",
+    )
+    parser.parse_args(argv)
+    try:
+        if sys.stdin.isatty():
+            first, again = getpass.getpass("password: "), getpass.getpass("again: ")
+        else:
+            first = again = sys.stdin.readline().rstrip("\r\n")
+    except (EOFError, KeyboardInterrupt):
+        first = again = ""
+    if not first:
+        print("no password given: run this in a terminal, or give the password on stdin", file=sys.stderr)
+        return 1
+    if len(first) < 8 or first != again:
         print("passwords differ or are shorter than 8 characters", file=sys.stderr)
         return 1
     print(hash_password(first))

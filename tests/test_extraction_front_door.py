@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.database import Database
+from app.errors import Refused
 from app.extraction.corrections import Corrections, place_of
 from app.extraction.json_schema import load_templates
 from app.extraction.merge import PartResult, merge
@@ -179,3 +180,21 @@ def test_a_table_with_no_rows_is_said_to_be_empty(tmp_path: Path) -> None:
     assert "<b>invoice_number</b>" in page
     assert "line_items" in page and "no rows found in this document" in page
     assert "<table class='q-grid'" not in page
+
+
+def test_a_cell_that_does_not_fit_its_type_is_refused_naming_the_document_the_field_once_and_the_type(
+    filled: tuple[ExtractionStore, int, int],
+) -> None:
+    """It said "invoice.pdf, total: total: 'abc' is not of type 'number'" (issue 22, item 6)."""
+    store, run_id, result_id = filled
+    run = store.run(run_id)
+    assert run is not None
+    corrections = Corrections(store, lambda document_id: PAGES)
+    for field, typed, kind in [("total", "abc", "'number'"), ("invoice_date", "next tuesday", "'date'")]:
+        with pytest.raises(Refused) as refused:
+            corrections.cells(run, [{"document": "invoice.pdf", field: typed}])
+        assert refused.value.message == f"invoice.pdf, {field}: '{typed}' is not " + (
+            f"of type {kind}" if kind == "'number'" else f"a {kind}"
+        )
+    result = store.result(result_id)
+    assert result is not None and result.corrected == {}, "nothing refused is stored"

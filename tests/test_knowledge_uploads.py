@@ -49,6 +49,28 @@ def test_uploads_never_overwrite_and_never_leave_the_folder(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["notes (2).txt", "notes (3).txt", "notes.txt"]
 
 
+def test_the_same_file_uploaded_again_is_not_stored_a_second_time(tmp_path: Path) -> None:
+    """It was stored as "name (2).pdf" although recognised as a duplicate (issue 22, item 17)."""
+    kb = tmp_path / "kb"
+    first = save_upload(kb, "invoice.txt", b"INV-1", max_bytes=1000)
+    again = save_upload(kb, "invoice.txt", b"INV-1", max_bytes=1000)
+    other = save_upload(kb, "invoice.txt", b"INV-2", max_bytes=1000)
+    once_more = save_upload(kb, "invoice.txt", b"INV-2", max_bytes=1000)  # the same as "invoice (2).txt"
+    assert (again, once_more) == (first, other) and other.name == "invoice (2).txt"
+    assert sorted(p.name for p in kb.iterdir()) == ["invoice (2).txt", "invoice.txt"]
+
+
+def test_a_fresh_clone_ships_an_empty_library() -> None:
+    """A newcomer's library started with a test invoice and two "duplicate" rows (issue 22, item 17)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "kb"], cwd=root, capture_output=True, text=True, check=True)
+    assert tracked.stdout.split() == ["kb/.gitkeep"], f"kb/ ships {tracked.stdout.split()}"
+
+
 def test_an_upload_from_a_file_and_the_size_limit(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     source = tmp_path / "browser-temp-123"

@@ -69,3 +69,14 @@ def test_a_frame_never_resumed_holds_a_switch_up_only_for_a_moment() -> None:
     screens.show("page", "b")
     assert 0.25 <= time.monotonic() - began < 3
     assert screens.shows("page") == "b"
+
+
+def test_an_answer_left_for_another_chat_ends_with_a_frame_that_draws_nothing() -> None:
+    """Gradio applies a step's last frame once more as the step ends: had that been the old answer's, the
+    chat left (its transcript, "generating…") came back over the one picked (issue 22, item 3)."""
+    screens = Screens()
+    screens.show("page", "a")
+    frames = screens.frames("page", "a", counting([]), gone=-1)
+    assert next(frames) == 0
+    screens.show("page", "b")
+    assert list(frames) == [-1]

@@ -212,5 +212,5 @@ _MARKUP = re.compile(r"[*_`#>~]+|!?\[([^\]]*)\]\([^)]*\)|<[^>]*>")
 def _title(text: str) -> str:
     """A one-line title from a message: Markdown and tags dropped, at most 60 characters."""
     plain = _MARKUP.sub(lambda m: m.group(1) or " ", text)
-    line = " ".join(plain.split()) or "New chat"
+    line = re.sub(r"\s+([,.;:!?)])", r"\1", " ".join(plain.split())) or "New chat"  # "bold ," was left
     return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1] + "…"

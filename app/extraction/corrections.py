@@ -55,7 +55,7 @@ class Corrections:
             for name, spec in run.schema["properties"].items():
                 if is_table(spec) or name not in row or _same(row[name], result.final.get(name), spec):
                     continue
-                self._correct(result, name, cell_value(row[name], spec), spec, f"{result.document_name}, {name}: ")
+                self._correct(result, name, cell_value(row[name], spec), spec, f"{result.document_name}, ")
                 changed += 1
         return changed
 

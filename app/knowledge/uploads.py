@@ -2,7 +2,9 @@
 
 The name keeps letters of any script (Chinese included), digits, spaces and common punctuation;
 directories, `..`, control characters and characters that are unsafe on common file systems go.
-A name already taken gets " (2)", " (3)"… The file is written to a hidden temporary file first and
+A name already taken gets " (2)", " (3)"… — unless the file there holds the same bytes: the same file
+uploaded again is not stored a second time (it was, as "name (2).pdf", although known as a duplicate).
+The file is written to a hidden temporary file first and
 linked into place, so the watcher never sees half an upload and nothing is ever overwritten.
 """
 
@@ -135,6 +137,8 @@ def _link_unique(temp: Path, root: Path, name: str) -> Path:
         try:
             os.link(temp, candidate)  # fails if the name is taken: never overwrites
         except FileExistsError:
+            if _same_bytes(temp, candidate):
+                return candidate
             continue
         except OSError:  # file systems without hard links
             if candidate.exists():
@@ -142,3 +146,14 @@ def _link_unique(temp: Path, root: Path, name: str) -> Path:
             shutil.copyfile(temp, candidate)
         return candidate
     raise UploadError(f"Too many files named like {name} in the knowledge folder.", kind="busy")
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Whether two regular files hold the same bytes (a symlink or anything else never does)."""
+    if not is_regular_file(b) or a.stat().st_size != b.stat().st_size:
+        return False
+    with a.open("rb") as one, open_regular(b) as other:
+        while block := one.read(_COPY_BLOCK):
+            if block != other.read(len(block)):
+                return False
+    return True

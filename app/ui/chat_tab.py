@@ -4,6 +4,7 @@ phone, searchable, renamable, deletable and exportable. Handlers call the chat s
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -67,7 +68,8 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         if owner == UNKNOWN_PAGE:  # the page's load lists its own when it comes back
             return gr.skip()
         choices = [display.list_entry(c) for c in chat.recent(owner, query=query)]
-        return gr.update(choices=choices, value=cid if any(c[1] == cid for c in choices) else None)
+        value = cid if any(c[1] == cid for c in choices) else None
+        return gr.update(choices=choices, value=value, label=display.list_label(query, len(choices)))
 
     def shown(owner: str, cid: str | None, query: str = "") -> tuple[Any, ...]:
         """Everything the tab shows for one conversation (or none): transcript, prompt, list, title, buttons."""
@@ -118,7 +120,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             finally:
                 getattr(updates, "close", lambda: None)()
 
-        return screens.frames(page, cid, frames())
+        return screens.frames(page, cid, frames(), gone=(gr.skip(),) * 6)
 
     @explained
     def on_send(
@@ -152,11 +154,13 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         return gr.update(visible=not streaming), gr.update(visible=streaming)
 
     def settled(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        """The view once an answer is over (a new chat's title came as its question was sent)."""
-        owner = page_owner(request, browser_id)
+        """The view once an answer is over (a new chat's title came as its question was sent), for the chat
+        the page shows now: another one picked meanwhile, the answer's last frame named the one it left."""
+        owner, cid = page_owner(request, browser_id), screens.shows(session_of(request), cid)
         found = _owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
         return (
+            cid,
             *busy(False),
             listed(owner, cid, query),
             gr.update(interactive=display.answered(history)),
@@ -183,7 +187,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     @explained
     def on_version(
-        cid: str | None, browser_id: str | None, step: int, query: str, request: gr.Request
+        step: int, cid: str | None, browser_id: str | None, query: str, request: gr.Request
     ) -> tuple[Any, ...]:
         owner = page_owner(request, browser_id)
         found = _owned(chat, cid, owner)
@@ -195,16 +199,20 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         return showing(request, shown(owner, cid, query))
 
     def on_pick(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *showing(request, shown(page_owner(request, browser_id), cid, query)), gr.update(elem_classes=[]), False
+        if cid != screens.shows(session_of(request), cid):
+            chat.stop(session_of(request))  # the answer streaming here ends, kept as stopped
+        view = showing(request, shown(page_owner(request, browser_id), cid, query))
+        return *view, gr.update(elem_classes=[]), False, *busy(False)
 
     def on_new(browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return *showing(request, shown(page_owner(request, browser_id), None, query)), gr.update(elem_classes=[]), False
+        return on_pick(None, browser_id, query, request)
 
     def on_redraw(browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
-        """The transcript of the conversation this page shows now, as the server knows it."""
+        """The transcript and status of the conversation this page shows now, as the server knows it."""
         owner, cid = page_owner(request, browser_id), screens.shows(session_of(request))
         found = _owned(chat, cid, owner)
-        return display.bubbles(chat.history(found.id, owner=owner) if found else []), found.id if found else None
+        history = chat.history(found.id, owner=owner) if found else []
+        return display.bubbles(history), found.id if found else None, display.last_stats(history)
 
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(page_owner(request, browser_id), cid, query)
@@ -239,10 +247,12 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_json(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return on_export(cid, browser_id, True, request)
 
-    quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
+    # an answer's own status line says where it stands: Gradio's overlay over its outputs also covered the
+    # list, so a chat picked while an answer waited was never picked
+    quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, {**ENGINE_BOUND, "show_progress": "hidden"}
     view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
     outputs = [bubbles, line, conversation, box, title, picker]
-    after = [send, stop, picker, regenerate, versions, which]
+    after = [conversation, send, stop, picker, regenerate, versions, which]
     settling = [conversation, browser, search]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
     sent = started.then(on_send, [box, conversation, system, browser, search], outputs, **engine_bound)
@@ -255,31 +265,27 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     edited = edits.then(on_edit, [conversation, browser, editing], outputs, **engine_bound)
     edited.then(settled, settling, after, **quiet)
 
-    def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return on_version(cid, browser_id, -1, query, request)
-
-    def on_newer(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return on_version(cid, browser_id, 1, query, request)
-
-    older.click(on_older, [conversation, browser, search], view, **may_refuse)
-    newer.click(on_newer, [conversation, browser, search], view, **may_refuse)
+    older.click(functools.partial(on_version, -1), [conversation, browser, search], view, **may_refuse)
+    newer.click(functools.partial(on_version, 1), [conversation, browser, search], view, **may_refuse)
 
     def on_stop(request: gr.Request) -> None:
         chat.stop(session_of(request))
 
     stop.click(on_stop, None, None, **quiet)
-    # another conversation picked while one streams: that stream ends (its answer is kept, as stopped). The
-    # switch answers at once (a message typed right after "New chat" must find it done); then the view is
-    # drawn again through the queue, after any frame of the old answer (see screens.py)
-    running = [sent, redone, edited]
+    # another conversation picked while one streams: that answer is stopped (kept, as stopped) and its step
+    # ends at its next frame (screens.py), then settles the view on the picked chat. Not Gradio's `cancels`:
+    # a cancelled step leaves red "Error" badges over its outputs. The switch answers at once (a message typed
+    # right after "New chat" must find it done); then the view is drawn again through the queue, after any
+    # frame of the old answer
+    switching = [*view, listing, drawer_open, send, stop]
     for switched in [
-        picker.input(on_pick, [picker, browser, search], [*view, listing, drawer_open], cancels=running, **quiet),
-        new_chat.click(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet),
+        picker.input(on_pick, [picker, browser, search], switching, **quiet),
+        new_chat.click(on_new, [browser, search], switching, **quiet),
         # the transcript's trash icon starts a new chat too (it only emptied the view: the next message
         # brought the whole history back); the cleared one stays in the list
-        bubbles.clear(on_new, [browser, search], [*view, listing, drawer_open], cancels=running, **quiet),
+        bubbles.clear(on_new, [browser, search], switching, **quiet),
     ]:
-        switched.then(on_redraw, browser, [bubbles, conversation], **may_refuse)
+        switched.then(on_redraw, browser, [bubbles, conversation, line], **may_refuse)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], [picker, title], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)

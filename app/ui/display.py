@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -55,6 +56,11 @@ def answered(history: list[StoredMessage]) -> bool:
     return any(m.role == "assistant" for m in history)
 
 
+def list_label(query: str, found: int) -> str:
+    """The list's heading: what a search found nothing for is said, not an empty list."""
+    return f"No chat matches “{query.strip()}”" if query.strip() and not found else "Conversations"
+
+
 def list_entry(conversation: Conversation) -> tuple[str, str]:
     """A conversation in the list: its title and day, and its id."""
     return f"{conversation.title} · {conversation.updated_at[:10]}", conversation.id
@@ -68,9 +74,9 @@ def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None
 
 def shown_text(message: StoredMessage) -> str:
     """A bubble's content. A person's own message stays their text, with HTML, link or image brackets and
-    addresses made plain text (`&lt;`, `&#91;`, `&#58;//`): the edit box holds what they wrote (edited_text reads it back), and the
-    page's Markdown renderer can form no element, image or link from it. An answer is rendered and cleaned
-    whole (rendering.safe_markdown)."""
+    addresses made plain text (`&lt;`, `&#91;`, `&#58;//`): the edit box holds what they wrote (edited_text
+    reads it back), and the page's Markdown renderer can form no element, image or link from it. An answer
+    is rendered and cleaned whole (rendering.safe_markdown)."""
     if message.role == "user":
         plain = html.escape(message.content, quote=False).replace("[", "&#91;")
         return plain.replace("://", "&#58;//").replace("www.", "www&#46;")  # no address becomes a link either
@@ -171,9 +177,10 @@ def _load(status: ApplianceStatus) -> str:
 
 
 def export_file(conversation: Conversation, text: str, suffix: str) -> str:
-    """A conversation written out for download, in a folder of its own (a file per chat and day)."""
+    """A conversation written out for download, in a folder of its own, named by its title and day."""
     folder = Path(tempfile.gettempdir()) / "quartet-chat-exports" / conversation.id
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"chat-{conversation.updated_at[:10]}{suffix}"
+    title = re.sub(r"[^\w\- ]+", "", conversation.title).strip().replace(" ", "-")[:60].strip("-") or "chat"
+    path = folder / f"{title}-{conversation.updated_at[:10]}{suffix}"
     path.write_text(text, encoding="utf-8")
     return str(path)

@@ -84,3 +84,14 @@ def explained(handler: Handler) -> Handler:
             raise for_person(err) from err
 
     return cast(Handler, called)
+
+
+def refused(change: Callable[..., Any], *args: Any) -> bool:
+    """Make `change(*args)`; a refusal (a `QuartetError`) is said in a warning and True returned, so that
+    the caller can show what is stored again (a raised gr.Error leaves the refused text on the page)."""
+    try:
+        change(*args)
+    except QuartetError as err:
+        gr.Warning(err.message, title=TITLES[err.kind])
+        return True
+    return False

@@ -29,7 +29,7 @@ from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
 from app.ui.callers import UNKNOWN_PAGE, page_owner
-from app.ui.errors import explained
+from app.ui.errors import explained, refused
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
 from app.ui.wiring import OnLoad
@@ -58,7 +58,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         )
         documents = gr.Dropdown(label="Documents", multiselect=True, choices=[], elem_id="extract-docs", scale=3)
         folder = gr.Dropdown(label="…or a kb/ folder", choices=[], elem_id="extract-folder", scale=2)
-    with gr.Accordion("Custom schema", open=False, elem_id="custom-schema"):
+    with gr.Accordion("Custom schema", open=False, elem_id="custom-schema") as custom_box:
         schema_text = gr.Code(
             language="json", label="JSON Schema (an object of fields and tables)", elem_id="schema-text"
         )
@@ -85,6 +85,9 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         with gr.Row():
             from_template = gr.Button("Start from the template", elem_id="from-template")
             to_schema = gr.Button("Make the schema from the table", elem_id="to-schema")
+    # which schema Extract runs, said where Extract is: a pasted schema was silently dropped while a template
+    # was still chosen; pasting one now chooses "Custom schema…", and choosing that opens its editor
+    runs_what = gr.Markdown(_runs_what(template.value, templates), elem_id="extract-which")
     with gr.Row():
         run = gr.Button("Extract", variant="primary", elem_id="extract-run")
         stop = gr.Button("Stop", elem_id="extract-stop")
@@ -101,7 +104,8 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     )
     view = gr.HTML(elem_id="extract-review")
     with gr.Row():
-        table_name = gr.Dropdown(label="Table", choices=[], elem_id="extract-table-name", scale=1)
+        # shown once a result has tables (an empty dropdown and file box stood there before any result)
+        table_name = gr.Dropdown(label="Table", choices=[], visible=False, elem_id="extract-table-name", scale=1)
     rows_grid = gr.Dataframe(
         visible=False,
         interactive=True,
@@ -117,6 +121,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             file_count="multiple",
             elem_id="export-tables",
             interactive=False,
+            visible=False,
         )
     shown = gr.State(None)  # (run id, documents done, status, corrections) of what the table shows
 
@@ -152,7 +157,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             found, results = None, []
         if found is None:
             hidden = gr.update(visible=False)
-            return "", hidden, gr.update(visible=True), keep, keep, keep, keep, keep, hidden, before
+            return "", hidden, gr.update(visible=True), keep, keep, keep, hidden, hidden, hidden, before
         now = (found.id, found.documents_done, found.status, tuple(json.dumps(r.corrected) for r in results))
         line = _progress(found, ex.live(found.id))
         if now == before:
@@ -169,17 +174,24 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             review(found, results),
             gr.update(value=files[0], interactive=ready),
             gr.update(value=files[1], interactive=ready),
-            files[2] or None,
-            gr.update(choices=tables, value=first),
+            gr.update(value=files[2] or None, visible=bool(files[2])),
+            gr.update(choices=tables, value=first, visible=bool(tables) and bool(results)),
             on_table(found.id, first, browser_id, request),
             now,
         )
 
     @explained
-    def on_edit(run_id: int | None, edited: pd.DataFrame, browser_id: str | None, request: gr.Request) -> None:
-        if run_id:
-            ex.correct_cells(run_id, _texts(edited), owner=page_owner(request, browser_id))
-        # the next tick redraws with the corrections
+    def on_edit(
+        run_id: int | None, edited: pd.DataFrame, last: str | None, browser_id: str | None, request: gr.Request
+    ) -> tuple[None, str | None]:
+        """`shown` emptied: the next tick redraws, with the corrections or (one refused) as stored. A cell's
+        edit fires `input` twice (its Enter, then its blur): the edit just refused is not refused again."""
+        rows = _texts(edited)
+        key = json.dumps([run_id, rows])
+        owner = page_owner(request, browser_id)
+        if run_id and key != last and refused(lambda: ex.correct_cells(run_id, rows, owner=owner)):
+            return None, key
+        return None, key if key == last else None
 
     def on_table(run_id: int | None, name: str | None, browser_id: str | None, request: gr.Request) -> Any:
         owner = page_owner(request, browser_id)
@@ -195,9 +207,12 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     @explained
     def on_table_edit(
         run_id: int | None, name: str | None, edited: pd.DataFrame, browser_id: str | None, request: gr.Request
-    ) -> None:
-        if run_id and name:
-            ex.correct_table_cells(run_id, name, _texts(edited), owner=page_owner(request, browser_id))
+    ) -> Any:
+        owner = page_owner(request, browser_id)
+        rows = _texts(edited)
+        if run_id and name and refused(lambda: ex.correct_table_cells(run_id, name, rows, owner=owner)):
+            return on_table(run_id, name, browser_id, request)  # the grid as stored again
+        return gr.skip()
 
     @explained
     def on_stop(run_id: int | None, browser_id: str | None, request: gr.Request) -> None:
@@ -221,9 +236,10 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     run.click(on_run, [template, documents, folder, schema_text, browser], [runs, shown], **_QUEUED)
     stop.click(on_stop, [runs, browser], None, **_QUEUED)
     runs.change(lambda run_id, b, request: refresh(run_id, None, b, request), [runs, browser], outputs, **_QUIET)
-    table.input(on_edit, [runs, table, browser], shown, **_QUEUED)
+    refusal = gr.State(None)  # the grid's last edit refused (to say it once)
+    table.input(on_edit, [runs, table, refusal, browser], [shown, refusal], **_QUEUED)
     table_name.change(on_table, [runs, table_name, browser], rows_grid, **_QUIET)
-    rows_grid.input(on_table_edit, [runs, table_name, rows_grid, browser], None, **_QUEUED)
+    rows_grid.input(on_table_edit, [runs, table_name, rows_grid, browser], rows_grid, **_QUEUED)
     from_template.click(on_from_template, template, [fields, table_columns], **_QUIET)
     to_schema.click(on_to_schema, [fields, table_columns], [schema_text, template], **_QUEUED)
     typed.then(
@@ -232,10 +248,23 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         table_columns,
         **_QUEUED,
     )  # a field made a table gets a first column to fill in
+    template.change(
+        lambda name: (_runs_what(name, ex.templates()), gr.update(open=True) if name == _CUSTOM else gr.update()),
+        template,
+        [runs_what, custom_box],
+        **_QUIET,
+    )
+    schema_text.input(lambda text: _CUSTOM if (text or "").strip() else gr.update(), schema_text, template, **_QUIET)
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(refresh, [runs, shown, browser], outputs, **_QUIET)
     timer.tick(choices, browser, [browser, documents, folder, runs], **_QUIET)
     return timer, OnLoad(choices, [browser], [browser, documents, folder, runs])
+
+
+def _runs_what(name: str | None, templates: dict[str, Any]) -> str:
+    if name == _CUSTOM or name not in templates:
+        return "Extract runs **your custom schema** (below, under Custom schema)."
+    return f"Extract runs the **{templates[name].title}** template; a schema pasted below is not used with it."
 
 
 def _texts(edited: pd.DataFrame) -> list[dict[str, str]]:

@@ -49,14 +49,20 @@ class Screens:
             self._shown[page] = cid
             return True
 
-    def frames(self, page: str, cid: str, frames: Iterator[Frame]) -> Iterator[Frame]:
-        """Passes an answer's frames on while `page` shows `cid`; ends (closing `frames`) once it does not."""
+    def frames(self, page: str, cid: str, frames: Iterator[Frame], gone: Frame | None = None) -> Iterator[Frame]:
+        """Passes an answer's frames on while `page` shows `cid`; ends (closing `frames`) once it does not,
+        with `gone` as its last frame: Gradio applies a step's last frame once more as the step ends, and
+        that one was drawn for the chat the page has left."""
         try:
             for frame in frames:
                 with self._changed:
-                    if self._shown.get(page, cid) != cid:
-                        return
-                    self._on_the_way[page] += 1
+                    left = self._shown.get(page, cid) != cid
+                    if not left:
+                        self._on_the_way[page] += 1
+                if left:
+                    if gone is not None:
+                        yield gone
+                    return
                 try:
                     yield frame  # Gradio resumes this step only after the frame is queued for the page
                 finally:
