@@ -66,7 +66,7 @@ def test_every_corpus_file_gets_the_right_status(kb: KnowledgeService, pdfs: Pat
                 f"{name}: {doc.pages_total} pages, files.json says {declared[name]}"
             )
     images = docs["imagemagick-images.pdf"]
-    assert images.note and "pages 4, 5" in images.note and "OCR is not available" in images.note
+    assert images.note and "pages 4, 5" in images.note and "not even read by OCR" in images.note  # pictures, no text
     assert docs["GeoTopo-komprimiert.pdf"].pages_total == 117
 
 

@@ -51,7 +51,7 @@ def test_every_file_gets_the_right_status_and_page_count(kb: KnowledgeService, f
         assert doc.status == "ok" and doc.chunk_count > 0 and doc.error is None, (name, doc.error)
         assert doc.pages_total == pages, f"{name}: {doc.pages_total} pages, it was written with {pages}"
     scan = docs["delivery-scan.pdf"]
-    assert scan.note and "pages 4, 5" in scan.note and "OCR is not available" in scan.note
+    assert scan.note and "pages 4, 5" in scan.note and "not even read by OCR" in scan.note  # grey images: no text
     assert docs["handbook.pdf"].note is None
 
 

@@ -90,4 +90,4 @@ def _scanned(number: int, text: str, images: PdfPages, scans: Scans, sink: Sink)
     except Exception as err:
         sink.page(number, text, failed=f"the page could not be rendered for OCR ({type(err).__name__}: {err})"[:300])
         return
-    scans.read(number, image, sink)
+    scans.read(number, image, sink, layer=text)

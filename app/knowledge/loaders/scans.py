@@ -44,12 +44,16 @@ class Scans:
         self.start(number, sink)
         self.read(number, image, sink)
 
-    def read(self, number: int, image: Image.Image, sink: ScanSink) -> None:
-        """The OCR of a page `start` was called for."""
+    def read(self, number: int, image: Image.Image, sink: ScanSink, *, layer: str = "") -> None:
+        """The OCR of a page `start` was called for; where OCR finds nothing (or fails), the page's own bit of
+        text layer (`layer`: a caption, a page number) is kept rather than lost."""
         try:
             found = read_image(image, timeout_s=self.page_timeout_s)
         except OcrError as err:
-            sink.page(number, "", failed=str(err))
+            sink.page(number, layer, failed=None if layer.strip() else str(err))
+            return
+        if not found.text.strip() and layer.strip():
+            sink.page(number, layer)
             return
         sink.page(number, found.text, ocr=found.confidence)
 
