@@ -69,7 +69,7 @@ def test_a_failed_answer_does_not_break_the_conversation(appliance: Appliance) -
     c = api_client(appliance.url)
     _answer, cid, _ = c.predict("Hello there.", "", "", 8, api_name="/chat")
     with pytest.raises(AppError, match=r"(?i)context|too long"):
-        c.predict("word " * 6000, cid, "", 8, api_name="/chat")
+        c.predict("word " * 20000, cid, "", 8, api_name="/chat")  # beyond the 16,384-token context
     _answer, same, progress = c.predict("And now a short one.", cid, "", 8, api_name="/chat")
     assert same == cid and progress["done"] and progress["stats"]["generated_tokens"] > 0
     roles = [m["role"] for m in c.predict(cid, api_name="/history")]
