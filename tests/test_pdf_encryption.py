@@ -111,7 +111,4 @@ def test_aes_pdfs_open_through_the_running_appliance(appliance: Appliance, tmp_p
     aes128, aes256 = wait_until(lambda: listed("ok"), timeout=120, every=0.5)
     assert (aes128["pages"], aes128["chunks"], aes128["note"]) == (1, 1, None)
     assert (aes256["pages"], aes256["chunks"]) == (2, 1)
-    assert (
-        aes256["note"] == "1 of 2 pages has no text layer (page 2): they look like scanned images and OCR is not "
-        "available, so they are not searchable."
-    )
+    assert aes256["note"] == "1 of 2 pages has no text (page 2), not even read by OCR: they are not searchable."
