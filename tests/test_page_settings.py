@@ -54,7 +54,8 @@ def test_an_engine_setting_changed_on_the_page_is_in_force_after_a_restart(appli
         now = settings_now(c, token)
         assert now["n_batch"] == changed
         assert str(now["sources"]["n_batch"]).startswith("this page")  # type: ignore[index]
-        assert now["sources"]["cards"] == "the environment (QUARTET_ENGINE__CARDS)"  # type: ignore[index]
+        # the environment names the cards (an earlier test's card change may be on this page too, overridden)
+        assert str(now["sources"]["cards"]).startswith("the environment (QUARTET_ENGINE__CARDS)")  # type: ignore[index]
         appliance.restart()
         c = Client(appliance.url, verbose=False)
         token = login(c)
