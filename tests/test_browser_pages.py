@@ -23,6 +23,7 @@ from tests.browser_helpers import (
     ingest,
     open_chat,
     open_tab,
+    said,
     send,
     stopped,
     toast_saying,
@@ -187,10 +188,17 @@ def test_another_chat_picked_while_one_streams_stays_on_screen(browser: Any, app
     page.locator("#chat-input textarea").fill("Streaming chat: tell me a long story about the sea.")
     page.locator("#send").click()
     page.locator("#stop").wait_for(state="visible", timeout=10_000)
+    # streaming: its first frame has put the new chat at the top of the list. Stop shows before that frame,
+    # and a click meant for the quiet chat as the list shifts down a row lands on the streaming chat
+    page.locator("#conversations label", has_text="Streaming chat").wait_for(timeout=20_000)
+    page.locator("#chatbot [data-testid='user']").get_by_text("Streaming chat").wait_for(timeout=20_000)
     label = page.locator("#conversations label", has_text="Quiet chat: say yes.")
     assert re.search(r"· \d{4}-\d{2}-\d{2}$", label.inner_text().strip()), label.inner_text()  # titles dated
     label.click()
-    page.locator("#chatbot [data-testid='user']").get_by_text("Quiet chat: say yes.").wait_for(timeout=20_000)
+    try:
+        page.locator("#chatbot [data-testid='user']").get_by_text("Quiet chat: say yes.").wait_for(timeout=20_000)
+    except Exception as error:
+        raise AssertionError(f"the quiet chat is not shown 20 s after its pick; the page: {said(page)}") from error
     page.wait_for_timeout(3_000)  # the other answer would have streamed into the view by now
     shown = page.locator("#chatbot").inner_text()
     assert "Quiet chat" in shown and "Streaming chat" not in shown, shown
