@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from app import backup, logs
 from app.admin import AdminService
+from app.api.gate import Keys
 from app.browser_secret import browser_secret
 from app.chat.service import ChatService
 from app.chat.store import ChatStore
@@ -31,6 +32,8 @@ from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
+from app.people import PeopleStore
+from app.people_admin import PeopleAdmin
 from app.settings import Settings, SettingsInvalid, load
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -71,7 +74,9 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
     )
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
-    admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
+    made = PeopleStore(database)  # the people and API keys made on the admin page
+    admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings, people=made)
+    people = PeopleAdmin(people=made, sessions=admin.sessions, settings=settings, record=admin.record)
     if restored:  # the restored admin log says so (its own record of the restore was made after the backup)
         admin.record("app start", "restore", restored)
     kb = settings.knowledge
@@ -88,6 +93,8 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
         cards=cards,
         telemetry=telemetry,
         admin=admin,
+        people=people,
+        api_keys=Keys(lambda: settings.web.api_keys, made=made.key_owner, any_made=made.any_keys),
         knowledge=knowledge,
         extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens),

@@ -4,10 +4,7 @@ engine settings — every action checked here on the server and written to the a
 from __future__ import annotations
 
 import os
-import secrets
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +14,7 @@ import sqlite_utils
 
 from app import backup, logs, page_settings
 from app.admin_input import SETTINGS, checked_settings, valid_endpoints
-from app.auth import LoginThrottle, verify_password
+from app.admin_sessions import AdminDenied, AdminSessions
 from app.database import Database, now
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
@@ -26,6 +23,7 @@ from app.engine.llama import catalog
 from app.engine.service import EngineService
 from app.errors import NotFound, QuartetError
 from app.jobs import Job, Jobs
+from app.people import PeopleStore
 from app.settings import Settings
 from app.telemetry.load_progress import LoadProgress
 from app.telemetry.ping import ping
@@ -33,14 +31,7 @@ from app.telemetry.service import Telemetry
 from app.telemetry.views import LoadRow
 
 APP_ROOT = Path(__file__).resolve().parent.parent
-_SESSION_S = 8 * 3600
-
-
-class AdminDenied(QuartetError, PermissionError):
-    """An admin action refused for who asks (kind `denied`): no session, a wrong password, a throttled login."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, kind="denied")
+__all__ = ["AdminDenied", "AdminService"]
 
 
 MIGRATIONS = sqlite_utils.Migrations("admin")
@@ -52,12 +43,18 @@ def _m001_admin_log(db: sqlite_utils.Database) -> None:
 
 
 class AdminService:
-    def __init__(self, *, database: Database, engine: EngineService, telemetry: Telemetry, settings: Settings) -> None:
+    def __init__(
+        self,
+        *,
+        database: Database,
+        engine: EngineService,
+        telemetry: Telemetry,
+        settings: Settings,
+        people: PeopleStore,
+    ) -> None:
         self._database = database
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
-        self._sessions: dict[str, float] = {}
-        self._sessions_lock = threading.Lock()
-        self._throttle = LoginThrottle()
+        self.sessions = AdminSessions(people, lambda: settings.web.admin_password_hash, self.record)
         self._jobs = Jobs()
         self._progress = LoadProgress(
             engine,
@@ -66,38 +63,18 @@ class AdminService:
         )
         database.migrate(MIGRATIONS)
 
-    # -- sessions ---------------------------------------------------------------------------
+    # -- sessions (app/admin_sessions.py) -------------------------------------------------------
 
-    def login(self, password: str, *, who: str, client: str) -> str:
-        """An admin session token for the right password. `client` is the caller as the throttle counts
-        it, its login name and address (app/ui/callers.py `throttle_key`: someone else behind the same
-        address, the kiosk or a proxy, cannot lock the admin out): after wrong passwords it waits longer
-        and longer before its next try is even checked; `who` goes to the log."""
-        stored = self.settings.web.admin_password_hash
-        if not stored:
-            self.record(who, "login", "refused: no admin password is configured", ok=False)
-            raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
-        wait_s = self._throttle.wait_s(client)
-        if wait_s > 0:  # not checked, so not logged: one row per password checked, not per try
-            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
-        if not isinstance(password, str) or not verify_password(password, stored):
-            delay = self._throttle.failed(client)
-            self.record(who, "login", f"refused: wrong password (next try in {delay:.0f} s)", ok=False)
-            raise AdminDenied("wrong admin password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
-        self._throttle.succeeded(client)
-        token = secrets.token_urlsafe(24)
-        with self._sessions_lock:
-            self._sessions[token] = time.monotonic() + _SESSION_S
-        self.record(who, "login", "admin session opened")
-        return token
+    def login(self, password: str, *, who: str, client: str, name: str = "") -> str:
+        """An admin session token: the configured admin password (no name), or an admin person's own."""
+        return self.sessions.login(password, who=who, client=client, name=name)
 
     def check(self, token: str | None) -> None:
-        if not isinstance(token, str):  # a list or a number sent as the token: no session either
-            token = None
-        with self._sessions_lock:
-            expires = self._sessions.get(token or "")
-        if expires is None or expires < time.monotonic():
-            raise AdminDenied("this needs the admin session: log in on the admin page first")
+        self.sessions.check(token)
+
+    def upload_ticket(self, token: str | None) -> str:
+        """Admin only: the session's upload ticket (the page keeps it as a cookie for the restore upload)."""
+        return self.sessions.check(token).ticket
 
     # -- long actions as jobs ------------------------------------------------------------------
 
