@@ -32,7 +32,7 @@ from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.people import PeopleStore
+from app.people import PeopleStore, made_here
 from app.people_admin import PeopleAdmin
 from app.settings import Settings, SettingsInvalid, load
 from app.telemetry.monitor import CardMonitor
@@ -134,10 +134,6 @@ def main() -> int:
         print(f"Quartet cannot start: {err}", file=sys.stderr, flush=True)
         return 2
     logs.write_app_log(settings.data_dir)
-    refusal = settings.open_lan_problem()
-    if refusal:
-        print(refusal, file=sys.stderr, flush=True)
-        return 2
     restored = backup.apply_pending(settings.places)  # a restore staged on the admin page, before anything opens
     if restored:
         log.warning(restored)
@@ -146,6 +142,11 @@ def main() -> int:
         except SettingsInvalid as err:
             print(f"Quartet cannot start with the restored settings: {err}", file=sys.stderr, flush=True)
             return 2
+    people, keys = made_here(settings.db_path)  # the admin page's people and keys count as the settings' do
+    refusal = settings.open_lan_problem(people=people, keys=keys)
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return 2
     ctx = build_context(settings, restored=restored)
     with ExitStack() as running:
         ctx.start(running)  # stopped in reverse order, the database closed last, however serve() ends

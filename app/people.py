@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import sqlite_utils
@@ -70,6 +72,22 @@ class ApiKey:
     created_by: str
     last_used_at: str | None
     revoked_at: str | None
+
+
+def made_here(path: Path) -> tuple[bool, bool]:
+    """(any person, any API key) made on the admin page, read from the database file as it is (read-only,
+    nothing migrated): what the start's LAN check counts before the app opens the file."""
+    if not path.is_file():
+        return False, False
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return tuple(  # type: ignore[return-value]
+            name in tables and conn.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is not None
+            for name in ("people", "api_keys")
+        )
+    finally:
+        conn.close()
 
 
 def digest_of(secret: str) -> str:

@@ -14,7 +14,7 @@ from app.auth import hash_password, verify_password
 from app.database import Database
 from app.errors import Refused
 from app.page_logins import PageLogins
-from app.people import PeopleStore
+from app.people import PeopleStore, made_here
 from app.people_admin import PeopleAdmin
 from app.settings import Settings
 
@@ -147,3 +147,18 @@ def test_a_key_is_shown_once_kept_hashed_and_refused_as_soon_as_it_is_revoked(tm
     again.people.remove_person(again.login(ADMIN_PW), "alice", where="test")
     assert not again.keys.allows(f"Bearer {alice_key.secret}")  # a removed person's keys go with them
     assert [a for _, a, _, _ in box.log].count("create API key") == 2
+
+
+def test_people_and_keys_made_on_the_page_count_for_the_lan_check(tmp_path: Path) -> None:
+    """A box given people and keys on the admin page (on loopback) may face the LAN without web.users."""
+    assert made_here(tmp_path / "none.db") == (False, False)
+    box = Box(tmp_path / "q.db")
+    assert made_here(tmp_path / "q.db") == (False, False)
+    token = box.login(ADMIN_PW)
+    box.people.add_person(token, "alice", "alice-pw-123", "user", where="test")
+    assert made_here(tmp_path / "q.db") == (True, False)
+    box.people.create_key(token, "agent", "alice", where="test")
+    people, keys = made_here(tmp_path / "q.db")
+    lan = Settings(web={"host": "0.0.0.0"})
+    assert "without users and api_keys" in (lan.open_lan_problem() or "")
+    assert lan.open_lan_problem(people=people, keys=keys) is None

@@ -26,8 +26,8 @@ PREFIX = "/v1"
 
 class Keys:
     """The keys /v1 takes: the settings' `web.api_keys` (read as they are now) and the live keys made on the
-    admin page (app/people.py). Open (loopback only, app/settings.py) only while none is configured and none
-was ever made on the page: revoking the last key made there does not open /v1."""
+        admin page (app/people.py). Open (loopback only, app/settings.py) only while none is configured and none
+    was ever made on the page: revoking the last key made there does not open /v1."""
 
     def __init__(
         self,
