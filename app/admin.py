@@ -173,7 +173,7 @@ class AdminService:
     # -- actions ----------------------------------------------------------------------------
 
     def switch_model(self, token: str | None, model_id: str, *, who: str) -> ModelInfo:
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         entry = next((e for e in self.entries() if e.id == model_id), None)
         if entry is None:
             raise NotFound(f"there is no model {model_id!r} in the catalog")
@@ -187,7 +187,7 @@ class AdminService:
 
     def apply_settings(self, token: str | None, changes: dict[str, Any], *, who: str) -> ModelInfo:
         """Reload with these engine settings (each checked, and the whole checked to fit the cards)."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         action = f"engine settings {changes}"
         try:
             checked = checked_settings(changes, self.engine.config)
@@ -204,7 +204,7 @@ class AdminService:
     def set_cards(self, token: str | None, endpoints: list[str], *, who: str) -> ModelInfo:
         """Run the model on these cards (any number ≥ 1); every one must answer first. On failure the
         previous cards are used again."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         cards = valid_endpoints(endpoints)
         action = f"cards {', '.join(cards)}"
         try:
@@ -230,7 +230,7 @@ class AdminService:
 
     def restart_engine(self, token: str | None, *, who: str) -> ModelInfo:
         """Unload and load the current model again on the current cards (a fresh engine process)."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         return self._apply(self.engine.config, who=who, action="restart engine")
 
     def load_progress(self) -> list[LoadRow]:
@@ -261,7 +261,7 @@ class AdminService:
 
     def backup(self, token: str | None, *, who: str) -> Path:
         """Admin only: a fresh backup archive to download (the last few are kept in a temporary folder)."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         folder = Path(tempfile.gettempdir()) / f"quartet-downloads-{os.getpid()}"
         made = backup.take(self.settings.places, folder)
         backup.prune(folder, 3)
@@ -270,7 +270,7 @@ class AdminService:
 
     def restore(self, token: str | None, archive: Path, *, who: str) -> str:
         """Admin only: check an uploaded backup whole and stage it for the next start; nothing changes now."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         try:
             manifest = backup.stage(archive, self.settings.data_dir)
         except backup.BackupRefused as err:

@@ -50,6 +50,7 @@ class AdminSessions:
         person's when they have the admin role. `client` is whom the throttle counts (app/ui/callers.py
         `throttle_key`); `who` goes to the log."""
         name = name.strip() if isinstance(name, str) else ""
+        who = f"{name or 'admin'} ({who})"
         stored = self.people.password_hash(name) if name else self._admin_hash()
         if not name and not stored:
             self._record(who, "login", "refused: no admin password is configured", ok=False)
@@ -89,6 +90,10 @@ class AdminSessions:
             self.end(session.name)
             raise AdminDenied(f"{session.name} is no longer an admin: the admin session has ended")
         return session
+
+    def named(self, token: str | None, where: str) -> str:
+        """Who acts, for the admin log: the session's admin by name, and where from (AdminDenied: no session)."""
+        return f"{self.check(token).name or 'admin'} ({where})"
 
     def end(self, name: str) -> int:
         """End every session of this person; how many there were."""

@@ -52,8 +52,7 @@ class PeopleAdmin:
         return None if found is None else found[1]
 
     def _who(self, token: str | None, where: str) -> str:
-        session = self.sessions.check(token)
-        return f"{session.name or 'admin'} ({where})"
+        return self.sessions.named(token, where)
 
     # -- people -----------------------------------------------------------------------------
 

@@ -113,5 +113,5 @@ def test_the_admin_log_has_one_row_per_password_checked(tmp_path: Path) -> None:
     with pytest.raises(AdminDenied, match="too many wrong passwords"):
         admin.login("pw", who="web 10.0.0.9", client="@10.0.0.9")
     token = admin.login("pw", who="web 10.0.0.10", client="@10.0.0.10")  # another address is not held up
-    rows = [r for r in admin.log(token, limit=100) if r["who"] == "web 10.0.0.9"]
+    rows = [r for r in admin.log(token, limit=100) if r["who"] == "admin (web 10.0.0.9)"]
     assert checked == 1 and len(rows) == checked, rows

@@ -111,6 +111,7 @@ def test_the_last_admin_cannot_be_removed_or_made_a_user(tmp_path: Path) -> None
     with pytest.raises(Refused, match="last admin"):
         box.people.set_role(dora, "dora", "user", where="test")
     box.people.add_person(dora, "erik", "erik-pw-1234", "admin", where="test")
+    assert box.log[-1][:2] == ("dora (test)", "add person")  # the admin log names who did it
     box.people.remove_person(dora, "dora", where="test")  # another admin is left: allowed
     assert [p.name for p in box.store.people()] == ["erik"]
 

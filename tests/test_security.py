@@ -235,6 +235,8 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
     }
     assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
     assert {"/backup", "/restore", "/admin_logs", "/engine_settings_now"} <= set(guarded)
+    assert {"/people", "/add_person", "/reset_password", "/set_role", "/remove_person"} <= set(guarded)
+    assert {"/api_keys", "/create_api_key", "/revoke_api_key"} <= set(guarded)
     for token in (["a-list"], {"a": 1}, 7):  # before: "TypeError: unhashable type: 'list'"
         with pytest.raises(AppError, match="needs the admin session"):
             c.predict("demo", token, api_name="/switch_model")
@@ -245,6 +247,11 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         "archive": None,
         "admin_token": "forged",
         "document_id": 1,
+        "name": "mallory",
+        "password": "mallory-password",
+        "role": "admin",
+        "owner": "",
+        "key_id": "x",
     }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):
