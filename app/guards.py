@@ -4,7 +4,8 @@
   Gradio's upload route takes a file before any handler could check an admin session. So a request to
   /admin/… larger than a document may be (`knowledge.max_file_mb`) is refused with 413 unless it carries
   a live admin session: the page's upload ticket as a cookie (set by assets/admin.js after the login) or
-  the session's token in the `X-Quartet-Admin` header (gradio_client: `headers=`). A body without a
+  the session's token in the `X-Quartet-Admin` header (a program that uploads to the admin page itself;
+  the named `restore` endpoint lives on the main page, which takes no more than a document anyway). A body without a
   Content-Length is counted as it comes and cut off at the limit.
 - `KeyOwners`: a named-endpoint caller that sends a live API key made on the admin page as its bearer is
   that key's owner: the layer says so in the `X-Quartet-Key-Owner` header, URL-quoted (app/ui/callers.py

@@ -59,4 +59,11 @@ def test_the_admin_adds_a_person_makes_a_key_once_and_revokes_it(
     page.locator("#remove-sure input").check()
     page.locator("#remove-person").click()
     page.locator("#people-result").get_by_text(f"{name} is removed").wait_for(timeout=15_000)
+    log = page.locator("#admin-log")  # every one of these is in the admin log, shown at once
+    page.wait_for_function(
+        "el => ['add person', 'create API key', 'revoke API key', 'remove person']"
+        ".every((action) => el.innerText.includes(action))",
+        arg=log.element_handle(),
+        timeout=15_000,
+    )
     page.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -97,38 +98,34 @@ def test_a_user_gets_no_admin_session_and_no_admin_endpoint_answers_without_one(
     assert roles[name] == "user" and "mallory" not in roles
 
 
+def multipart(size: int) -> Iterator[bytes]:
+    """A well-formed upload form of `size` bytes in all: one file of zeros (what Gradio's upload takes)."""
+    head = b'--x\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n\r\n'
+    tail = b"\r\n--x--\r\n"
+    chunk = b"\0" * 2**20
+    yield head
+    left = size - len(head) - len(tail)
+    while left > 0:
+        yield chunk[: min(left, len(chunk))]
+        left -= len(chunk)
+    yield tail
+
+
 def test_the_large_restore_upload_needs_an_admin_session(appliance: Appliance, admin: tuple[Client, str]) -> None:
     """Over a document's limit (200 MiB), /admin/ takes a body only from an admin session (the page's ticket
-    cookie or the X-Quartet-Admin header): before, anyone could upload up to 8 GiB to Gradio's cache."""
+    cookie or the X-Quartet-Admin header): before, anyone could upload up to 8 GiB into Gradio's cache."""
     size = 202 * 2**20
-    chunk = b"\0" * 2**20
-
-    def body() -> Iterator[bytes]:
-        for _ in range(size // len(chunk)):
-            yield chunk
-
     headers = {"Content-Type": "multipart/form-data; boundary=x", "Content-Length": str(size)}
     url = f"{appliance.url}/admin/gradio_api/upload"
     for extra in ({}, {"X-Quartet-Admin": "guess"}, {"Cookie": "quartet-admin-upload=guess"}):
         try:
-            response = httpx.post(url, content=body(), headers=headers | extra, timeout=60)
+            response = httpx.post(url, content=multipart(size), headers=headers | extra, timeout=120)
         except httpx.HTTPError as err:  # the server answered and closed while the body was still going
             pytest.fail(f"the refusal did not reach the client: {err!r}")
         assert response.status_code == 413, (extra, response.status_code, response.text[:200])
         assert "admin session" in response.json()["detail"]
     small = httpx.post(url, files={"files": ("a.txt", b"hello")}, timeout=30)
     assert small.status_code == 200, small.text  # a document-sized upload is as before
-    token = admin[1]
-    wrapped = b'--x\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n\r\n'
-    pad = size - len(wrapped) - len(b"\r\n--x--\r\n")
-
-    def admin_body() -> Iterator[bytes]:
-        yield wrapped
-        left = pad
-        while left > 0:
-            yield chunk[: min(left, len(chunk))]
-            left -= len(chunk)
-        yield b"\r\n--x--\r\n"
-
-    taken = httpx.post(url, content=admin_body(), headers=headers | {"X-Quartet-Admin": token}, timeout=120)
+    taken = httpx.post(url, content=multipart(size), headers=headers | {"X-Quartet-Admin": admin[1]}, timeout=120)
     assert taken.status_code == 200, taken.text[:300]
+    Path(taken.json()[0]).unlink()  # 202 MiB in Gradio's cache: not left on a shared machine

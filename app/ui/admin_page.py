@@ -97,7 +97,7 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
                     "data folder's `admin-settings.toml`; the environment and the settings file (QUARTET_CONFIG) "
                     "come first, and the engine settings say where each value comes from."
                 )
-            shown_people = admin_people.add(people, token)
+            shown_people, people_actions = admin_people.add(people, token)
             admin_backup.add(admin, token)
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
         timer = gr.Timer(_EVERY_S, active=False)
@@ -207,6 +207,8 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
         logged_in.success(explained(admin.upload_ticket), token, ticket, **quiet).then(
             None, ticket, None, js=admin_people.ticket_script(), **quiet
         )
+        for action in people_actions:  # each is in the admin log: the page shows it at once
+            action.success(explained(lambda key: pd.DataFrame(admin.log(key))), token, history, **quiet)
         timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
         switch_button.click(on_switch, [token, choice, confirm], [job, result], **quiet)
         apply.click(on_apply, [token, *settings], [job, result], **quiet)

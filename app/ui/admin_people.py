@@ -29,8 +29,9 @@ _KEYS = {
 }
 
 
-def add(people: PeopleAdmin, token: gr.State) -> list[Any]:
-    """The accordion, inside the admin page's Blocks; the components the login fills (with `filled`)."""
+def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
+    """The accordion, inside the admin page's Blocks: the components the login fills (with `filled`), and
+    the actions' events (the page refreshes its admin log after each)."""
     quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
     with gr.Accordion("People and API keys", open=False):
         gr.Markdown(
@@ -100,13 +101,15 @@ def add(people: PeopleAdmin, token: gr.State) -> list[Any]:
         return "", people.revoke_key(key, key_id or "", where=where(request)), *tables(key)
 
     shown = [listed, keys, owner, which]
-    add_button.click(on_add, [token, name, password, role], [said, password, *shown], **quiet)
-    reset.click(on_reset, [token, name, password], [said, password, *shown], **quiet)
-    set_role.click(on_role, [token, name, role], [said, password, *shown], **quiet)
-    remove.click(on_remove, [token, name, sure], [said, password, *shown], **quiet)
-    create.click(on_create, [token, key_name, owner], [secret, said, *shown], **quiet)
-    revoke.click(on_revoke, [token, which], [secret, said, *shown], **quiet)
-    return shown
+    events = [
+        add_button.click(on_add, [token, name, password, role], [said, password, *shown], **quiet),
+        reset.click(on_reset, [token, name, password], [said, password, *shown], **quiet),
+        set_role.click(on_role, [token, name, role], [said, password, *shown], **quiet),
+        remove.click(on_remove, [token, name, sure], [said, password, *shown], **quiet),
+        create.click(on_create, [token, key_name, owner], [secret, said, *shown], **quiet),
+        revoke.click(on_revoke, [token, which], [secret, said, *shown], **quiet),
+    ]
+    return shown, events
 
 
 def filled(people: PeopleAdmin, key: str | None) -> tuple[Any, ...]:
