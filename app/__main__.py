@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from app import backup, logs
 from app.admin import AdminService
+from app.api.gate import Keys
 from app.browser_secret import browser_secret
 from app.chat.service import ChatService
 from app.chat.store import ChatStore
@@ -31,6 +32,8 @@ from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
+from app.people import PeopleStore, made_here
+from app.people_admin import PeopleAdmin
 from app.settings import Settings, SettingsInvalid, load
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -71,7 +74,9 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
     )
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
-    admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings)
+    made = PeopleStore(database)  # the people and API keys made on the admin page
+    admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings, people=made)
+    people = PeopleAdmin(people=made, sessions=admin.sessions, settings=settings, record=admin.record)
     if restored:  # the restored admin log says so (its own record of the restore was made after the backup)
         admin.record("app start", "restore", restored)
     kb = settings.knowledge
@@ -88,6 +93,8 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
         cards=cards,
         telemetry=telemetry,
         admin=admin,
+        people=people,
+        api_keys=Keys(lambda: settings.web.api_keys, made=made.key_owner, any_made=made.any_keys),
         knowledge=knowledge,
         extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens),
@@ -127,10 +134,6 @@ def main() -> int:
         print(f"Quartet cannot start: {err}", file=sys.stderr, flush=True)
         return 2
     logs.write_app_log(settings.data_dir)
-    refusal = settings.open_lan_problem()
-    if refusal:
-        print(refusal, file=sys.stderr, flush=True)
-        return 2
     restored = backup.apply_pending(settings.places)  # a restore staged on the admin page, before anything opens
     if restored:
         log.warning(restored)
@@ -139,6 +142,11 @@ def main() -> int:
         except SettingsInvalid as err:
             print(f"Quartet cannot start with the restored settings: {err}", file=sys.stderr, flush=True)
             return 2
+    people, keys = made_here(settings.db_path)  # the admin page's people and keys count as the settings' do
+    refusal = settings.open_lan_problem(people=people, keys=keys)
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return 2
     ctx = build_context(settings, restored=restored)
     with ExitStack() as running:
         ctx.start(running)  # stopped in reverse order, the database closed last, however serve() ends

@@ -4,10 +4,7 @@ engine settings — every action checked here on the server and written to the a
 from __future__ import annotations
 
 import os
-import secrets
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +14,7 @@ import sqlite_utils
 
 from app import backup, logs, page_settings
 from app.admin_input import SETTINGS, checked_settings, valid_endpoints
-from app.auth import LoginThrottle, verify_password
+from app.admin_sessions import AdminDenied, AdminSessions
 from app.database import Database, now
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
@@ -26,6 +23,7 @@ from app.engine.llama import catalog
 from app.engine.service import EngineService
 from app.errors import NotFound, QuartetError
 from app.jobs import Job, Jobs
+from app.people import PeopleStore
 from app.settings import Settings
 from app.telemetry.load_progress import LoadProgress
 from app.telemetry.ping import ping
@@ -33,14 +31,7 @@ from app.telemetry.service import Telemetry
 from app.telemetry.views import LoadRow
 
 APP_ROOT = Path(__file__).resolve().parent.parent
-_SESSION_S = 8 * 3600
-
-
-class AdminDenied(QuartetError, PermissionError):
-    """An admin action refused for who asks (kind `denied`): no session, a wrong password, a throttled login."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, kind="denied")
+__all__ = ["AdminDenied", "AdminService"]
 
 
 MIGRATIONS = sqlite_utils.Migrations("admin")
@@ -52,12 +43,18 @@ def _m001_admin_log(db: sqlite_utils.Database) -> None:
 
 
 class AdminService:
-    def __init__(self, *, database: Database, engine: EngineService, telemetry: Telemetry, settings: Settings) -> None:
+    def __init__(
+        self,
+        *,
+        database: Database,
+        engine: EngineService,
+        telemetry: Telemetry,
+        settings: Settings,
+        people: PeopleStore,
+    ) -> None:
         self._database = database
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
-        self._sessions: dict[str, float] = {}
-        self._sessions_lock = threading.Lock()
-        self._throttle = LoginThrottle()
+        self.sessions = AdminSessions(people, lambda: settings.web.admin_password_hash, self.record)
         self._jobs = Jobs()
         self._progress = LoadProgress(
             engine,
@@ -66,38 +63,18 @@ class AdminService:
         )
         database.migrate(MIGRATIONS)
 
-    # -- sessions ---------------------------------------------------------------------------
+    # -- sessions (app/admin_sessions.py) -------------------------------------------------------
 
-    def login(self, password: str, *, who: str, client: str) -> str:
-        """An admin session token for the right password. `client` is the caller as the throttle counts
-        it, its login name and address (app/ui/callers.py `throttle_key`: someone else behind the same
-        address, the kiosk or a proxy, cannot lock the admin out): after wrong passwords it waits longer
-        and longer before its next try is even checked; `who` goes to the log."""
-        stored = self.settings.web.admin_password_hash
-        if not stored:
-            self.record(who, "login", "refused: no admin password is configured", ok=False)
-            raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
-        wait_s = self._throttle.wait_s(client)
-        if wait_s > 0:  # not checked, so not logged: one row per password checked, not per try
-            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
-        if not isinstance(password, str) or not verify_password(password, stored):
-            delay = self._throttle.failed(client)
-            self.record(who, "login", f"refused: wrong password (next try in {delay:.0f} s)", ok=False)
-            raise AdminDenied("wrong admin password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
-        self._throttle.succeeded(client)
-        token = secrets.token_urlsafe(24)
-        with self._sessions_lock:
-            self._sessions[token] = time.monotonic() + _SESSION_S
-        self.record(who, "login", "admin session opened")
-        return token
+    def login(self, password: str, *, who: str, client: str, name: str = "") -> str:
+        """An admin session token: the configured admin password (no name), or an admin person's own."""
+        return self.sessions.login(password, who=who, client=client, name=name)
 
     def check(self, token: str | None) -> None:
-        if not isinstance(token, str):  # a list or a number sent as the token: no session either
-            token = None
-        with self._sessions_lock:
-            expires = self._sessions.get(token or "")
-        if expires is None or expires < time.monotonic():
-            raise AdminDenied("this needs the admin session: log in on the admin page first")
+        self.sessions.check(token)
+
+    def upload_ticket(self, token: str | None) -> str:
+        """Admin only: the session's upload ticket (the page keeps it as a cookie for the restore upload)."""
+        return self.sessions.check(token).ticket
 
     # -- long actions as jobs ------------------------------------------------------------------
 
@@ -196,7 +173,7 @@ class AdminService:
     # -- actions ----------------------------------------------------------------------------
 
     def switch_model(self, token: str | None, model_id: str, *, who: str) -> ModelInfo:
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         entry = next((e for e in self.entries() if e.id == model_id), None)
         if entry is None:
             raise NotFound(f"there is no model {model_id!r} in the catalog")
@@ -210,7 +187,7 @@ class AdminService:
 
     def apply_settings(self, token: str | None, changes: dict[str, Any], *, who: str) -> ModelInfo:
         """Reload with these engine settings (each checked, and the whole checked to fit the cards)."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         action = f"engine settings {changes}"
         try:
             checked = checked_settings(changes, self.engine.config)
@@ -227,7 +204,7 @@ class AdminService:
     def set_cards(self, token: str | None, endpoints: list[str], *, who: str) -> ModelInfo:
         """Run the model on these cards (any number ≥ 1); every one must answer first. On failure the
         previous cards are used again."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         cards = valid_endpoints(endpoints)
         action = f"cards {', '.join(cards)}"
         try:
@@ -253,7 +230,7 @@ class AdminService:
 
     def restart_engine(self, token: str | None, *, who: str) -> ModelInfo:
         """Unload and load the current model again on the current cards (a fresh engine process)."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         return self._apply(self.engine.config, who=who, action="restart engine")
 
     def load_progress(self) -> list[LoadRow]:
@@ -284,7 +261,7 @@ class AdminService:
 
     def backup(self, token: str | None, *, who: str) -> Path:
         """Admin only: a fresh backup archive to download (the last few are kept in a temporary folder)."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         folder = Path(tempfile.gettempdir()) / f"quartet-downloads-{os.getpid()}"
         made = backup.take(self.settings.places, folder)
         backup.prune(folder, 3)
@@ -293,7 +270,7 @@ class AdminService:
 
     def restore(self, token: str | None, archive: Path, *, who: str) -> str:
         """Admin only: check an uploaded backup whole and stage it for the next start; nothing changes now."""
-        self.check(token)
+        who = self.sessions.named(token, who)  # the admin's name, for the log
         try:
             manifest = backup.stage(archive, self.settings.data_dir)
         except backup.BackupRefused as err:

@@ -4,8 +4,9 @@ An archive (`quartet-backup-<UTC time>.tar.gz`) holds `database/quartet.db` (a c
 SQLite's online backup API while the app writes), `documents/…` (the knowledge folder's files),
 `settings/admin-settings.toml` (what the admin page changed), `settings/browser-secret` (so browsers
 find their chat lists again) and `manifest.json` (format, version, created, each file's size and sha256).
-No password hash or key is in it: those live in the settings file and environment, which are not backed
-up, and the page's settings file holds none.
+No password or key is in it as it was typed or shown: the people and API keys made on the admin page are
+in the database as PBKDF2 hashes and SHA-256 digests (a restore brings them back; no page shows them),
+and the settings file and environment, which hold the installer's hashes and keys, are not backed up.
 
 A restore is checked whole before anything changes (the manifest, every hash, no absolute path, no
 `..`, no link or device, the database opens and passes `PRAGMA integrity_check`) and staged as

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from app.admin import AdminService
+from app.api.gate import Keys
 from app.backup import Schedule
 from app.chat.service import ChatService
 from app.database import Database
@@ -16,6 +17,7 @@ from app.knowledge.answer import Answerer
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
 from app.lifecycle import Background, start_all
+from app.people_admin import PeopleAdmin
 from app.settings import Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -31,6 +33,8 @@ class AppContext:
     cards: CardMonitor
     telemetry: Telemetry
     admin: AdminService
+    people: PeopleAdmin  # the people and API keys made on the admin page
+    api_keys: Keys  # what /v1 (and /metrics, /health when not public) take
     knowledge: KnowledgeService
     answerer: Answerer
     summariser: Summariser

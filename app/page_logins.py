@@ -1,5 +1,6 @@
-"""The page logins (`web.users`): every try costs the same whether the name exists or not, and wrong
-passwords are throttled per name and address, as the admin login is.
+"""The page logins (`web.users`, and the people made on the admin page): every try costs the same whether
+the name exists or not, and wrong passwords are throttled per name and address, as the admin login is.
+A person removed or given a new password on the admin page has their page sessions ended at once.
 
 Gradio calls the login check with the name and password only, so the caller's address reaches it
 through `CallerAddress`, the ASGI layer that notes each request's client in a context variable."""
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import fastapi
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -21,11 +23,30 @@ _ADDRESS: contextvars.ContextVar[str] = contextvars.ContextVar("caller_address",
 class PageLogins:
     """Checks page logins for every mounted page at once (one throttle, shared)."""
 
-    def __init__(self, users: Mapping[str, str], *, throttle: LoginThrottle | None = None) -> None:
-        self.users = dict(users)
+    def __init__(
+        self,
+        users: Mapping[str, str],
+        *,
+        throttle: LoginThrottle | None = None,
+        made: Callable[[str], str | None] = lambda name: None,
+    ) -> None:
+        """`users`: the settings file's; `made(name)`: the hash of a person made on the admin page (first)."""
+        self.users, self.made = dict(users), made
         self.throttle = throttle or LoginThrottle(free=3)
         # An unknown name is checked against this, so it takes as long as a known one.
-        self._dummy = hash_password("not a password", iterations=_iterations(self.users.values()))
+        self._dummy = hash_password("not a password", iterations=_iterations([*self.users.values(), hash_password("")]))
+        self._pages: list[Any] = []  # the mounted Gradio apps, whose sessions `end` ends
+
+    def follow(self, page: Any) -> None:
+        """Note a mounted Gradio app (its `tokens`: session cookie → login name)."""
+        self._pages.append(page)
+
+    def end(self, name: str) -> None:
+        """End every page session of this login (its next request asks it to log in again)."""
+        for page in self._pages:
+            tokens: dict[str, str] = getattr(page, "tokens", {})
+            for token in [t for t, who in list(tokens.items()) if who == name]:
+                tokens.pop(token, None)
 
     async def check(self, name: str, password: str) -> bool:
         """Gradio's auth callable: True for a right name and password; raises 429 while throttled."""
@@ -33,7 +54,7 @@ class PageLogins:
         wait_s = self.throttle.wait_s(who)
         if wait_s > 0:
             raise fastapi.HTTPException(429, f"too many wrong passwords for {name!r}: try again in {wait_s:.0f} s")
-        stored = self.users.get(name)
+        stored = await asyncio.to_thread(self.made, name) or self.users.get(name)
         right = await asyncio.to_thread(verify_password, password, stored or self._dummy)
         if right and stored is not None:
             self.throttle.succeeded(who)

@@ -20,6 +20,7 @@ from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
 from app.context import AppContext
 from app.errors import Refused
+from app.guards import AdminUploads, KeyOwners
 from app.page_logins import CallerAddress, PageLogins
 from app.telemetry import metrics
 from app.telemetry.views import Health
@@ -53,7 +54,10 @@ CONTENT_SECURITY_POLICY = "; ".join(
 def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api = fastapi.FastAPI(title="Quartet", docs_url=None, redoc_url=None, openapi_url=None)
     limit = ctx.settings.web.max_body_mb * 2**20
-    api.add_middleware(ApiGate, keys=lambda: ctx.settings.web.api_keys, max_body_bytes=limit)
+    api.add_middleware(ApiGate, keys=ctx.api_keys, max_body_bytes=limit)
+    small = ctx.settings.knowledge.max_file_bytes + 2**20  # a document and its form: all a non-admin may send
+    api.add_middleware(AdminUploads, may_upload=ctx.admin.sessions.may_upload, small_bytes=small)
+    api.add_middleware(KeyOwners, owner_of=ctx.people.key_owner)  # named-endpoint callers with a key made here
     api.add_middleware(NoRemoteFiles)  # no URL in file=, on every page
     api.add_middleware(SecurityHeaders)  # outside the gate and NoRemoteFiles: their refusals get the headers too
     api.add_middleware(CallerAddress)  # the page logins' throttle counts by address
@@ -66,13 +70,13 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     @api.get("/metrics")
     def metrics_page(request: fastapi.Request) -> Response:
         if not settings.web.metrics_public:
-            require_key(request, settings.web.api_keys)
+            require_key(request, ctx.api_keys)
         return Response(metrics.render(own), media_type=metrics.CONTENT_TYPE)
 
     @api.get("/health")
     def health(request: fastapi.Request) -> Health:
         if not settings.web.health_public:
-            require_key(request, settings.web.api_keys)
+            require_key(request, ctx.api_keys)
         return Health.of(ctx.status())
 
     for sub in ("/kiosk", "/admin"):  # the pages live at /kiosk/ and /admin/: a link without the slash works too
@@ -80,11 +84,15 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
 
     reconnect = _scripts("kiosk.js")
     css = [ASSETS / "quartet.css"]
-    logins = PageLogins(settings.web.users) if settings.web.users else None  # one throttle for every page
+    # one throttle for every page; on when the settings file or the admin page (at this start) has people
+    on = bool(settings.web.users) or ctx.people.any_people()
+    logins = PageLogins(settings.web.users, made=ctx.people.login_hash) if on else None
+    if logins:
+        ctx.people.on_end.append(logins.end)
     mount = functools.partial(_mount, api, ctx, logins=logins)
     mount(kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
     restore_mb = ctx.settings.backup.max_upload_mb  # a backup holds every document: more than one may be
-    admin = admin_page.build(ctx.admin, ctx.status)
+    admin = admin_page.build(ctx.admin, ctx.people, ctx.status)
     mount(admin, "/admin", footer_links=[], css_paths=css, max_file_bytes=restore_mb * 2**20)
     mount(page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
     return api
@@ -133,6 +141,9 @@ def _mount(
     )
     blocks.has_launched = True
     _name_refused_files(blocks)
+    if logins:  # its sessions, which a person's removal ends
+        mounted = (getattr(route, "app", None) for route in api.routes)
+        logins.follow(next(app for app in mounted if getattr(app, "blocks", None) is blocks))
 
 
 _NOT_MOVED = re.compile(r"Cannot move (.+?) to the gradio cache dir")

@@ -191,19 +191,22 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=page))
         return tuple(sources)
 
-    def open_lan_problem(self) -> str | None:
-        """Why this configuration must not start: it faces the LAN with the pages or /v1 open to all."""
+    def open_lan_problem(self, *, people: bool = False, keys: bool = False) -> str | None:
+        """Why this configuration must not start: it faces the LAN with the pages or /v1 open to all.
+        `people`, `keys`: whether the admin page has made some (they count as `users`, `api_keys`)."""
         web = self.web
         if web.allow_open_lan or is_loopback(web.host):
             return None
-        missing = [name for name, value in (("users", web.users), ("api_keys", web.api_keys)) if not value]
+        given = (("users", web.users or people), ("api_keys", web.api_keys or keys))
+        missing = [name for name, value in given if not value]
         if not missing:
             return None
         return (
             f"Quartet would listen on {web.host}, reachable from the LAN, without {' and '.join(missing)}: "
             "anyone on the network could use it. Set `users` (python -m app.auth makes a password hash) and "
             "`api_keys` in the [web] section of the settings file (QUARTET_CONFIG) or the environment "
-            "(QUARTET_WEB__USERS, QUARTET_WEB__API_KEYS); or set allow_open_lan = true under [web] if an open "
+            "(QUARTET_WEB__USERS, QUARTET_WEB__API_KEYS), or add people and API keys on the admin page while "
+            "it listens on loopback; or set allow_open_lan = true under [web] if an open "
             "appliance is what you mean."
         )
 

@@ -16,6 +16,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.kinds import backend_kind
 from app.engine.service import EngineService
 from app.jobs import Job, JobBusy, Jobs
+from app.people import PeopleStore
 from app.settings import DEMO_MODEL, Settings
 from app.telemetry.monitor import CardMonitor
 from app.telemetry.service import Telemetry
@@ -67,7 +68,9 @@ def _admin(tmp_path: Path) -> AdminService:
     )
     monitor = CardMonitor(lambda: ["127.0.0.1:1"], settings.health_url, every_s=1.0, timeout_s=0.1)
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
-    return AdminService(database=Database(tmp_path / "q.db"), engine=engine, telemetry=telemetry, settings=settings)
+    database = Database(tmp_path / "q.db")
+    people = PeopleStore(database)
+    return AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings, people=people)
 
 
 def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:
@@ -110,5 +113,5 @@ def test_the_admin_log_has_one_row_per_password_checked(tmp_path: Path) -> None:
     with pytest.raises(AdminDenied, match="too many wrong passwords"):
         admin.login("pw", who="web 10.0.0.9", client="@10.0.0.9")
     token = admin.login("pw", who="web 10.0.0.10", client="@10.0.0.10")  # another address is not held up
-    rows = [r for r in admin.log(token, limit=100) if r["who"] == "web 10.0.0.9"]
+    rows = [r for r in admin.log(token, limit=100) if r["who"] == "admin (web 10.0.0.9)"]
     assert checked == 1 and len(rows) == checked, rows

@@ -92,6 +92,9 @@ def test_password_hashes_verify_and_are_salted() -> None:
     assert not verify_password("x", "garbage")
 
 
+GUARDED_ADMIN = "guarded-admin-pw"
+
+
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An app with a login and a 1 MiB upload limit (its cards are absent: only the web matters)."""
@@ -110,6 +113,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             }
         ),
         "QUARTET_KNOWLEDGE__MAX_FILE_MB": "1",
+        "QUARTET_WEB__ADMIN_PASSWORD_HASH": hash_password(GUARDED_ADMIN, iterations=1000),
     }
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, **quiet)  # type: ignore[call-overload]
@@ -137,6 +141,24 @@ def test_the_page_and_its_api_need_a_login(guarded: str) -> None:
     status = client.predict(api_name="/status")
     assert status["state"] in ("recovering", "starting", "loading")
     assert status["down_card"] == "127.0.0.1:1"
+
+
+def test_a_person_made_on_the_admin_page_logs_in_at_once_and_is_logged_out_when_removed(guarded: str) -> None:
+    """On a box with page logins: a person added on the admin page logs in to the pages without a restart;
+    removed, their open session is refused at its next request and they cannot log in again."""
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    token = ada.predict(GUARDED_ADMIN, api_name="/admin_login")
+    ada.predict("zoe", "zoe-password-1", "user", token, api_name="/add_person")
+    zoe = Client(guarded, auth=("zoe", "zoe-password-1"), verbose=False)
+    assert zoe.predict(api_name="/conversations") == []
+    with pytest.raises(AppError, match="may not use the admin page"):
+        zoe.predict("zoe-password-1", "zoe", api_name="/admin_login")
+    ada.predict("zoe", token, api_name="/remove_person")
+    with pytest.raises(Exception):  # noqa: B017 (gradio_client words a 401 in several ways)
+        zoe.predict(api_name="/conversations")
+    with pytest.raises(Exception, match=r"(?i)login|credentials|401|auth"):
+        Client(guarded, auth=("zoe", "zoe-password-1"), verbose=False)
+    assert ada.predict(api_name="/conversations") == []  # the others are still logged in
 
 
 def test_wrong_page_logins_are_throttled_per_name(guarded: str) -> None:
@@ -235,6 +257,8 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
     }
     assert {"/switch_model", "/set_cards", "/ping_cards", "/engine_settings"} <= set(guarded)
     assert {"/backup", "/restore", "/admin_logs", "/engine_settings_now"} <= set(guarded)
+    assert {"/people", "/add_person", "/reset_password", "/set_role", "/remove_person"} <= set(guarded)
+    assert {"/api_keys", "/create_api_key", "/revoke_api_key"} <= set(guarded)
     for token in (["a-list"], {"a": 1}, 7):  # before: "TypeError: unhashable type: 'list'"
         with pytest.raises(AppError, match="needs the admin session"):
             c.predict("demo", token, api_name="/switch_model")
@@ -245,6 +269,11 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         "archive": None,
         "admin_token": "forged",
         "document_id": 1,
+        "name": "mallory",
+        "password": "mallory-password",
+        "role": "admin",
+        "owner": "",
+        "key_id": "x",
     }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):

@@ -10,6 +10,7 @@ the limit (such a body is read here, up to the limit, and handed on whole).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Callable
 
@@ -23,13 +24,32 @@ from app.api.errors import ApiError
 PREFIX = "/v1"
 
 
-def key_allowed(authorization: str, keys: list[str]) -> bool:
-    """Whether an Authorization header carries one of `keys` as its Bearer token (no keys: all are)."""
-    if not keys:
-        return True
-    scheme, _, given = authorization.partition(" ")
-    token = given.strip().encode()
-    return scheme.lower() == "bearer" and bool(token) and any(hmac.compare_digest(token, k.encode()) for k in keys)
+class Keys:
+    """The keys /v1 takes: the settings' `web.api_keys` (read as they are now) and the live keys made on the
+        admin page (app/people.py). Open (loopback only, app/settings.py) only while none is configured and none
+    was ever made on the page: revoking the last key made there does not open /v1."""
+
+    def __init__(
+        self,
+        configured: Callable[[], list[str]],
+        *,
+        made: Callable[[str], object] = lambda secret: None,
+        any_made: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.configured, self.made, self.any_made = configured, made, any_made
+
+    def allows(self, authorization: str) -> bool:
+        """Whether an Authorization header carries one of the keys as its Bearer token (no keys: all are)."""
+        keys = self.configured()
+        if not keys and not self.any_made():
+            return True
+        scheme, _, given = authorization.partition(" ")
+        token = given.strip()
+        if scheme.lower() != "bearer" or not token:
+            return False
+        if any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+            return True
+        return self.made(token) is not None  # a revoked key is out of the live ones at its revoke's commit
 
 
 def key_refused() -> ApiError:
@@ -43,8 +63,8 @@ def key_refused() -> ApiError:
 class ApiGate:
     """Checks the key and the body's size of every request under /v1 before the route reads its body."""
 
-    def __init__(self, app: ASGIApp, *, keys: Callable[[], list[str]], max_body_bytes: int) -> None:
-        self.app, self.keys, self.max_body_bytes = app, keys, max_body_bytes  # keys: the settings' as they are now
+    def __init__(self, app: ASGIApp, *, keys: Keys, max_body_bytes: int) -> None:
+        self.app, self.keys, self.max_body_bytes = app, keys, max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
@@ -52,7 +72,7 @@ class ApiGate:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        if not key_allowed(headers.get("authorization", ""), self.keys()):
+        if not await asyncio.to_thread(self.keys.allows, headers.get("authorization", "")):
             await _refuse(key_refused(), scope, receive, send)
             return
         length = headers.get("content-length")

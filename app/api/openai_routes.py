@@ -21,7 +21,7 @@ from fastapi.sse import EventSourceResponse
 from app.api.answers import ChatShape, CompletionShape
 from app.api.errors import ApiError
 from app.api.following import respond
-from app.api.gate import key_allowed, key_refused
+from app.api.gate import Keys, key_refused
 from app.api.model_names import EMBEDDER_NAMES, aliases, check, model_id
 from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.api.responses import add_routes as add_responses
@@ -30,16 +30,16 @@ from app.errors import QuartetError
 from app.knowledge.embedder import TextTooLong
 
 
-def require_key(request: Request, keys: list[str]) -> None:
+def require_key(request: Request, keys: Keys) -> None:
     """401 in OpenAI's shape unless the request carries one of `keys` as its Bearer token (none set: open).
     Under /v1 the gate (app/api/gate.py) has checked it already, before the body was read."""
-    if not key_allowed(request.headers.get("authorization", ""), keys):
+    if not keys.allows(request.headers.get("authorization", "")):
         raise key_refused()
 
 
 def build_router(ctx: AppContext) -> APIRouter:
     def authorised(request: Request) -> None:
-        require_key(request, ctx.settings.web.api_keys)
+        require_key(request, ctx.api_keys)
 
     router = APIRouter(prefix="/v1", dependencies=[Depends(authorised)])
 

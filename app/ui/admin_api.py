@@ -17,9 +17,10 @@ from app.ui.errors import explained
 
 def register(admin: AdminService) -> None:
     @explained
-    def admin_login(password: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
-        """Open an admin session; returns the token that admin endpoints need."""
-        return admin.login(password, who=_owner(request), client=throttle_key(request))
+    def admin_login(password: str, name: str = "", request: gr.Request = None) -> str:  # type: ignore[assignment]
+        """Open an admin session; returns the token that admin endpoints need. `name` empty: the admin
+        password of the settings; else a person with the admin role and their own password."""
+        return admin.login(password, who=_owner(request), client=throttle_key(request), name=name)
 
     @explained
     def switch_model(model_id: str, admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]

@@ -25,7 +25,8 @@ def add(admin: AdminService, token: gr.State) -> None:
     with gr.Accordion("Backups", open=False):
         gr.Markdown(
             "A backup holds the database (copied consistently while the app runs), the documents and the "
-            "settings made on this page; no passwords or keys. " + backup.RESTART
+            "settings made on this page, with the people and API keys made here as hashes only (never a password "
+            "or a key as typed or shown). " + backup.RESTART
         )
         with gr.Row():
             take = gr.Button("Download a backup", elem_id="take-backup")

@@ -1,5 +1,6 @@
 """The admin page (/admin): log in (Enter works), see the catalog and whether each model fits, switch
-models, change engine settings and cards, take and restore backups, read the logs and the admin log.
+models, change engine settings and cards, people and API keys, take and restore backups, read the logs
+and the admin log.
 Not linked from the user pages; every step checks the session's token on the server, the catalog and
 log included. Long actions run as jobs of the admin service; a timer shows their progress, the engine's
 state and the cards live."""
@@ -14,8 +15,9 @@ import pandas as pd
 
 from app.admin import AdminDenied, AdminService
 from app.errors import Refused
+from app.people_admin import PeopleAdmin
 from app.telemetry.views import ApplianceStatus
-from app.ui import admin_backup, panels
+from app.ui import admin_backup, admin_people, panels
 from app.ui.callers import client_address, throttle_key
 from app.ui.errors import explained
 
@@ -40,12 +42,13 @@ _CATALOG = {
 _SETTINGS = ["n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"]
 
 
-def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Blocks:
+def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], ApplianceStatus]) -> gr.Blocks:
     """`status()` gives the appliance's status (engine and cards) for the live panel."""
     with gr.Blocks(title="Quartet admin", analytics_enabled=False) as page:
         token, job = gr.State(None), gr.State(None)
         gr.Markdown("## Quartet admin")
         with gr.Column(visible=True) as login_box:
+            name = gr.Textbox(label="Name (empty: the admin password of the settings)", elem_id="admin-name")
             password = gr.Textbox(label="Admin password", type="password", elem_id="admin-password")
             enter = gr.Button("Log in", variant="primary", elem_id="admin-login")
         with gr.Column(visible=False) as admin_box:
@@ -94,9 +97,11 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
                     "data folder's `admin-settings.toml`; the environment and the settings file (QUARTET_CONFIG) "
                     "come first, and the engine settings say where each value comes from."
                 )
+            shown_people, people_actions = admin_people.add(people, token)
             admin_backup.add(admin, token)
             history = gr.Dataframe(interactive=False, label="Admin log", elem_id="admin-log")
         timer = gr.Timer(_EVERY_S, active=False)
+        ticket = gr.Textbox(visible=False)
 
         def who(request: gr.Request) -> str:
             return f"web {client_address(request)}"
@@ -111,8 +116,8 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
             return catalog, pd.DataFrame(log), gr.update(choices=[(row["name"], row["id"]) for row in rows])
 
         @explained
-        def on_login(secret: str, request: gr.Request) -> tuple[Any, ...]:
-            opened = admin.login(secret, who=who(request), client=throttle_key(request))
+        def on_login(login_name: str, secret: str, request: gr.Request) -> tuple[Any, ...]:
+            opened = admin.login(secret, who=who(request), client=throttle_key(request), name=login_name)
             current = admin.engine_settings(opened)
             shown = [current[name] for name in _SETTINGS] + [current["cards"], _origins(current["sources"])]
             return (
@@ -191,13 +196,19 @@ def build(admin: AdminService, status: Callable[[], ApplianceStatus]) -> gr.Bloc
         logged_in = gr.on(
             [enter.click, password.submit],
             on_login,
-            password,
+            [name, password],
             [token, password, timer, live, table, history, choice, *fields],
             **quiet,
         )
         logged_in.success(
             lambda: (gr.update(visible=False), gr.update(visible=True)), None, [login_box, admin_box], **quiet
         )
+        logged_in.success(explained(lambda key: admin_people.filled(people, key)), token, shown_people, **quiet)
+        logged_in.success(explained(admin.upload_ticket), token, ticket, **quiet).then(
+            None, ticket, None, js=admin_people.ticket_script(), **quiet
+        )
+        for action in people_actions:  # each is in the admin log: the page shows it at once
+            action.success(explained(lambda key: pd.DataFrame(admin.log(key))), token, history, **quiet)
         timer.tick(on_tick, [token, job], [live, result, job, table, history, choice], **quiet)
         switch_button.click(on_switch, [token, choice, confirm], [job, result], **quiet)
         apply.click(on_apply, [token, *settings], [job, result], **quiet)

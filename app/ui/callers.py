@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import unquote
 
 import gradio as gr
 
 from app.errors import Refused
+from app.guards import OWNER_HEADER
 
 # The header a client of the named endpoints keeps its identity in (gradio_client: `headers=`).
 CLIENT_HEADER = "X-Quartet-Client"
@@ -33,12 +35,17 @@ UNKNOWN_PAGE = "page:unknown"
 
 
 def owner_of(request: gr.Request | None) -> str:
-    """Whose conversations and runs, for a client of the named endpoints: the login's; else the token the
-    client keeps (the `X-Quartet-Client` header, or the API key it sends as a bearer), never stored as
-    sent; else this connection's own (a gradio_client `Client`'s session: gone with it)."""
+    """Whose conversations and runs, for a client of the named endpoints: the login's; else, for a live API
+    key made on the admin page, its owner's (app/guards.py `KeyOwners` vouches for the header); else the
+    token the client keeps (the `X-Quartet-Client` header, or the API key it sends as a bearer), never
+    stored as sent; else this connection's own (a gradio_client `Client`'s session: gone with it)."""
     login = _login(request)
     if login:
         return login
+    headers = getattr(request, "headers", None) or {}
+    vouched = str(headers.get(OWNER_HEADER) or "")
+    if vouched:
+        return f"user:{unquote(vouched)}"
     token = _client_token(request)
     if token:
         return "client:" + hashlib.sha256(token.encode()).hexdigest()[:32]

@@ -16,6 +16,7 @@ from app.ui import (
     documents_tab,
     extraction_api,
     extraction_tab,
+    people_api,
 )
 
 _HEADER_EVERY_S = 2.0
@@ -52,6 +53,7 @@ def build(ctx: AppContext) -> gr.Blocks:
         extraction_api.register(ctx.extraction)
         cards_api.register(ctx.telemetry)
         admin_api.register(ctx.admin)
+        people_api.register(ctx.people)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
         # a tab's timer only runs while the tab is shown

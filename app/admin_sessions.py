@@ -1,0 +1,111 @@
+"""Admin sessions: who may open one (the configured admin password, or a person with the admin role and
+their own password), how long it lasts, and the check every admin action makes.
+
+A session opened by a person is checked against the database at every action: once that person is
+removed, loses the admin role or has their password reset, their sessions are refused at once. Each
+session also has an upload ticket, which the admin page's browser sends as a cookie so that the restore
+upload (far larger than a document) is taken from an admin only (app/page_logins.py `AdminUploads`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.auth import LoginThrottle, hash_password, verify_password
+from app.errors import QuartetError
+from app.people import PeopleStore
+
+SESSION_S = 8 * 3600
+CONFIGURED = ""  # the name of the configured admin's sessions (web.admin_password_hash)
+
+
+class AdminDenied(QuartetError, PermissionError):
+    """An admin action refused for who asks (kind `denied`): no session, a wrong password, a throttled login."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="denied")
+
+
+@dataclass(frozen=True)
+class Session:
+    name: str  # the person's, or CONFIGURED
+    expires: float
+    ticket: str
+
+
+class AdminSessions:
+    def __init__(self, people: PeopleStore, admin_hash: Callable[[], str], record: Callable[..., None]) -> None:
+        self.people, self._admin_hash, self._record = people, admin_hash, record
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+        self._throttle = LoginThrottle()
+        self._dummy = hash_password("not a password")  # an unknown name costs what a known one does
+
+    def login(self, password: str, *, who: str, client: str, name: str = "") -> str:
+        """A session token for the right password: the configured admin's (no name), or the named
+        person's when they have the admin role. `client` is whom the throttle counts (app/ui/callers.py
+        `throttle_key`); `who` goes to the log."""
+        name = name.strip() if isinstance(name, str) else ""
+        who = f"{name or 'admin'} ({who})"
+        stored = self.people.password_hash(name) if name else self._admin_hash()
+        if not name and not stored:
+            self._record(who, "login", "refused: no admin password is configured", ok=False)
+            raise AdminDenied("no admin password is configured (set admin_password_hash; python -m app.auth)")
+        key = f"{name}/{client}"
+        wait_s = self._throttle.wait_s(key)
+        if wait_s > 0:  # not checked, so not logged: one row per password checked, not per try
+            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
+        right = isinstance(password, str) and verify_password(password, stored or self._dummy) and stored is not None
+        if not right:
+            delay = self._throttle.failed(key)
+            said = f"{name!r}: wrong name or password" if name else "wrong password"
+            self._record(who, "login", f"refused: {said} (next try in {delay:.0f} s)", ok=False)
+            raise AdminDenied(
+                ("wrong name or password" if name else "wrong admin password")
+                + (f"; try again in {delay:.0f} s" if delay >= 1 else "")
+            )
+        self._throttle.succeeded(key)
+        if name and self.people.role(name) != "admin":
+            self._record(who, "login", f"refused: {name!r} is a user, not an admin", ok=False)
+            raise AdminDenied(f"{name} may not use the admin page: ask an admin for the admin role")
+        token = secrets.token_urlsafe(24)
+        with self._lock:
+            self._sessions[token] = Session(name, time.monotonic() + SESSION_S, secrets.token_urlsafe(24))
+        self._record(who, "login", f"admin session opened for {name or 'the configured admin'}")
+        return token
+
+    def check(self, token: str | None) -> Session:
+        """The session of `token`, or AdminDenied: none, expired, or its person no longer an admin."""
+        if not isinstance(token, str):  # a list or a number sent as the token: no session either
+            token = None
+        with self._lock:
+            session = self._sessions.get(token or "")
+        if session is None or session.expires < time.monotonic():
+            raise AdminDenied("this needs the admin session: log in on the admin page first")
+        if session.name and self.people.role(session.name) != "admin":
+            self.end(session.name)
+            raise AdminDenied(f"{session.name} is no longer an admin: the admin session has ended")
+        return session
+
+    def named(self, token: str | None, where: str) -> str:
+        """Who acts, for the admin log: the session's admin by name, and where from (AdminDenied: no session)."""
+        return f"{self.check(token).name or 'admin'} ({where})"
+
+    def end(self, name: str) -> int:
+        """End every session of this person; how many there were."""
+        with self._lock:
+            ended = [token for token, s in self._sessions.items() if s.name == name]
+            for token in ended:
+                del self._sessions[token]
+        return len(ended)
+
+    def may_upload(self, secret: str) -> bool:
+        """Whether `secret` is a live session's upload ticket or token (what a restore upload needs)."""
+        now = time.monotonic()
+        with self._lock:
+            live = [(t, s) for t, s in self._sessions.items() if s.expires >= now]
+        return any(secrets.compare_digest(secret, s.ticket) or secrets.compare_digest(secret, t) for t, s in live)

@@ -1,0 +1,234 @@
+"""People (page logins with a role) and API keys made on the admin page, in the app's SQLite file.
+
+A person's password is stored as `app.auth.hash_password` makes it (PBKDF2-SHA256), as `web.users` holds
+them. An API key is 32 random bytes shown once when it is made; only its SHA-256 is kept (a key is not a
+password a person chose: a slow hash adds nothing to 256 random bits), with its name, owner, creation and
+last use. The live keys are held in memory as well (refreshed after every commit that changes them), so
+the /v1 gate checks a key without a query and a revoked key is refused by the next request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import sqlite_utils
+
+from app.database import Database, now
+
+Role = Literal["admin", "user"]
+ROLES: tuple[Role, ...] = ("admin", "user")
+KEY_PREFIX = "qk-"
+_USE_EVERY_S = 30.0  # a key's last use is written at most this often (the gate must not write per request)
+
+MIGRATIONS = sqlite_utils.Migrations("people")
+
+
+@MIGRATIONS(name="001_people_and_keys")
+def _m001(db: sqlite_utils.Database) -> None:
+    db.table("people").create(
+        {"name": str, "password_hash": str, "role": str, "created_at": str, "changed_at": str}, pk="name"
+    )
+    db.table("api_keys").create(
+        {
+            "id": str,
+            "name": str,
+            "owner": str,
+            "digest": str,
+            "shown": str,
+            "created_at": str,
+            "created_by": str,
+            "last_used_at": str,
+            "revoked_at": str,
+        },
+        pk="id",
+        not_null={"digest"},
+    )
+    db.table("api_keys").create_index(["digest"], unique=True)
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    role: Role
+    created_at: str
+    changed_at: str
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    name: str
+    owner: str  # the person whose key it is ("" for the configured admin)
+    shown: str  # the key's first characters, to tell keys apart (never enough to use)
+    created_at: str
+    created_by: str
+    last_used_at: str | None
+    revoked_at: str | None
+
+
+def made_here(path: Path) -> tuple[bool, bool]:
+    """(any person, any API key) made on the admin page, read from the database file as it is (read-only,
+    nothing migrated): what the start's LAN check counts before the app opens the file."""
+    if not path.is_file():
+        return False, False
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return tuple(  # type: ignore[return-value]
+            name in tables and conn.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is not None
+            for name in ("people", "api_keys")
+        )
+    finally:
+        conn.close()
+
+
+def digest_of(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class PeopleStore:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        database.migrate(MIGRATIONS)
+        self._lock = threading.Lock()
+        self._live: dict[str, tuple[str, str]] = {}  # digest → (key id, owner), revoked keys left out
+        self._ever = False  # whether any key was made here (revoked ones too)
+        self._used: dict[str, float] = {}  # key id → when its use was last written (monotonic)
+        self._reload_keys()
+
+    # -- people -----------------------------------------------------------------------------
+
+    def people(self) -> list[Person]:
+        with self._database.read() as db:
+            rows = list(db.table("people").rows_where(order_by="name"))
+        return [Person(r["name"], r["role"], r["created_at"], r["changed_at"]) for r in rows]
+
+    def password_hash(self, name: str) -> str | None:
+        with self._database.read() as db:
+            rows = list(db.table("people").rows_where("name = ?", [name], select="password_hash"))
+        return rows[0]["password_hash"] if rows else None
+
+    def role(self, name: str) -> Role | None:
+        with self._database.read() as db:
+            rows = list(db.table("people").rows_where("name = ?", [name], select="role"))
+        return rows[0]["role"] if rows else None
+
+    def add(self, name: str, password_hash: str, role: Role) -> bool:
+        """False when the name is taken."""
+        at = now()
+        with self._database.atomic() as db:
+            if db.table("people").count_where("name = ?", [name]):
+                return False
+            db.table("people").insert(
+                {"name": name, "password_hash": password_hash, "role": role, "created_at": at, "changed_at": at}
+            )
+        return True
+
+    def change(self, name: str, *, password_hash: str | None = None, role: Role | None = None) -> bool:
+        """False when there is no such person."""
+        values: dict[str, str] = {"changed_at": now()}
+        if password_hash is not None:
+            values["password_hash"] = password_hash
+        if role is not None:
+            values["role"] = role
+        with self._database.atomic() as db:
+            if not db.table("people").count_where("name = ?", [name]):
+                return False
+            db.table("people").update(name, values)
+        return True
+
+    def remove(self, name: str) -> bool:
+        """False when there is no such person. Their keys are revoked with them."""
+        with self._database.atomic() as db:
+            if not db.table("people").count_where("name = ?", [name]):
+                return False
+            db.table("people").delete(name)
+            db.execute("UPDATE api_keys SET revoked_at = ? WHERE owner = ? AND revoked_at IS NULL", [now(), name])
+            self._database.after_commit(self._reload_keys)
+        return True
+
+    def admins(self) -> int:
+        with self._database.read() as db:
+            return db.table("people").count_where("role = 'admin'")
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    def create_key(self, name: str, *, owner: str, created_by: str) -> tuple[str, ApiKey]:
+        """A new key: its secret (shown once, never stored) and its record."""
+        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        row = {
+            "id": secrets.token_hex(6),
+            "name": name,
+            "owner": owner,
+            "digest": digest_of(secret),
+            "shown": secret[:8] + "…",
+            "created_at": now(),
+            "created_by": created_by,
+            "last_used_at": None,
+            "revoked_at": None,
+        }
+        with self._database.atomic() as db:
+            db.table("api_keys").insert(row)
+            self._database.after_commit(self._reload_keys)
+        return secret, _key(row)
+
+    def keys(self) -> list[ApiKey]:
+        with self._database.read() as db:
+            return [_key(r) for r in db.table("api_keys").rows_where(order_by="created_at desc")]
+
+    def revoke(self, key_id: str) -> ApiKey | None:
+        """The key as it was, now revoked (None: no such live key)."""
+        with self._database.atomic() as db:
+            rows = list(db.table("api_keys").rows_where("id = ? AND revoked_at IS NULL", [key_id]))
+            if not rows:
+                return None
+            db.table("api_keys").update(key_id, {"revoked_at": now()})
+            self._database.after_commit(self._reload_keys)
+        return _key(rows[0])
+
+    def any_keys(self) -> bool:
+        """Whether a key was ever made here, revoked ones included: revoking the last key must not open /v1."""
+        with self._lock:
+            return self._ever
+
+    def key_owner(self, secret: str) -> tuple[str, str] | None:
+        """(key id, owner) of a live key, its use noted; None for anything else. No query unless the key's
+        last use is due to be written."""
+        digest = digest_of(secret)
+        with self._lock:
+            found = self._live.get(digest)  # a lookup by SHA-256: its timing tells nothing of any key
+            due = found is not None and time.monotonic() - self._used.get(found[0], -_USE_EVERY_S) >= _USE_EVERY_S
+            if found is not None and due:
+                self._used[found[0]] = time.monotonic()
+        if found is not None and due:
+            with self._database.atomic() as db:
+                db.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", [now(), found[0]])
+        return found
+
+    def _reload_keys(self) -> None:
+        with self._database.read() as db:
+            rows = list(db.execute("SELECT digest, id, owner FROM api_keys WHERE revoked_at IS NULL").fetchall())
+            ever = db.table("api_keys").count > 0
+        with self._lock:
+            self._live = {digest: (key_id, owner) for digest, key_id, owner in rows}
+            self._ever = ever
+
+
+def _key(row: dict[str, str | None]) -> ApiKey:
+    return ApiKey(
+        id=str(row["id"]),
+        name=str(row["name"]),
+        owner=str(row["owner"] or ""),
+        shown=str(row["shown"]),
+        created_at=str(row["created_at"]),
+        created_by=str(row["created_by"] or ""),
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
+    )

@@ -1,0 +1,176 @@
+"""The admin's people and API keys: every action needs the admin session and goes to the admin log with
+who did it. People made here log in to the pages (as `web.users` do); the people of the settings file
+are shown, and changed only there. The last admin cannot be removed or made a user; with a configured
+admin password (`web.admin_password_hash`) there is always one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.admin_sessions import AdminSessions
+from app.auth import hash_password
+from app.errors import NotFound, Refused
+from app.people import ROLES, ApiKey, PeopleStore, Role
+from app.settings import Settings
+
+_LONGEST_NAME = 64
+_SHORTEST_PASSWORD = 8
+
+
+@dataclass(frozen=True)
+class NewKey:
+    secret: str  # shown once: only its hash is kept
+    key: ApiKey
+
+
+class PeopleAdmin:
+    def __init__(
+        self,
+        *,
+        people: PeopleStore,
+        sessions: AdminSessions,
+        settings: Settings,
+        record: Callable[..., None],
+    ) -> None:
+        self.store, self.sessions, self.settings, self._record = people, sessions, settings, record
+        self.on_end: list[Callable[[str], None]] = []  # each ends a person's page sessions (app/page_logins.py)
+
+    # -- what the pages' logins and the key layers read -------------------------------------
+
+    def login_hash(self, name: str) -> str | None:
+        """The password hash of a person made here (None: no such person)."""
+        return self.store.password_hash(name)
+
+    def any_people(self) -> bool:
+        return bool(self.store.people())
+
+    def key_owner(self, secret: str) -> str | None:
+        """The person a live key made here belongs to ("" for the configured admin's; None: no such key)."""
+        found = self.store.key_owner(secret)
+        return None if found is None else found[1]
+
+    def _who(self, token: str | None, where: str) -> str:
+        return self.sessions.named(token, where)
+
+    # -- people -----------------------------------------------------------------------------
+
+    def people(self, token: str | None) -> list[dict[str, Any]]:
+        """Admin only: every login, made here or in the settings file, with its role."""
+        self.sessions.check(token)
+        rows: list[dict[str, Any]] = []
+        if self.settings.web.admin_password_hash:
+            rows.append({"name": "(admin password)", "role": "admin", "from": "the settings file", "changed": ""})
+        made = self.store.people()
+        for person in made:
+            rows.append({"name": person.name, "role": person.role, "from": "this page", "changed": person.changed_at})
+        for name in sorted(set(self.settings.web.users) - {p.name for p in made}):
+            rows.append({"name": name, "role": "user", "from": "the settings file (web.users)", "changed": ""})
+        return rows
+
+    def add_person(self, token: str | None, name: str, password: str, role: str, *, where: str) -> str:
+        who = self._who(token, where)
+        name, checked = _name(name), _role(role)
+        _password(password)
+        if name in self.settings.web.users:
+            raise Refused(f"{name} is a login of the settings file (web.users): choose another name")
+        if not self.store.add(name, hash_password(password), checked):
+            raise Refused(f"there is already a person named {name}")
+        self._record(who, "add person", f"{name} ({checked})")
+        return f"✅ {name} can log in now, as {'an admin' if checked == 'admin' else 'a user'}."
+
+    def reset_password(self, token: str | None, name: str, password: str, *, where: str) -> str:
+        who = self._who(token, where)
+        _password(password)
+        if not self.store.change(self._made_here(name), password_hash=hash_password(password)):
+            raise NotFound(f"there is no person named {name!r}")
+        self._end(name)
+        self._record(who, "reset password", f"{name}: their sessions ended")
+        return f"✅ {name}'s password is reset; they log in again with the new one."
+
+    def set_role(self, token: str | None, name: str, role: str, *, where: str) -> str:
+        who = self._who(token, where)
+        checked, name = _role(role), self._made_here(name)
+        if checked == "user" and self.store.role(name) == "admin":
+            self._keep_an_admin(name)
+        if not self.store.change(name, role=checked):
+            raise NotFound(f"there is no person named {name!r}")
+        self._record(who, "set role", f"{name} → {checked}")
+        return f"✅ {name} is {'an admin' if checked == 'admin' else 'a user'} now."
+
+    def remove_person(self, token: str | None, name: str, *, where: str) -> str:
+        who = self._who(token, where)
+        name = self._made_here(name)
+        if self.store.role(name) == "admin":
+            self._keep_an_admin(name)
+        if not self.store.remove(name):
+            raise NotFound(f"there is no person named {name!r}")
+        self._end(name)
+        self._record(who, "remove person", f"{name}: their sessions ended and their API keys revoked")
+        return f"✅ {name} is removed; their sessions ended and their API keys are revoked."
+
+    def _made_here(self, name: str) -> str:
+        name = _name(name)
+        if name in self.settings.web.users and self.store.role(name) is None:
+            raise Refused(f"{name} is a login of the settings file (web.users): change it there")
+        return name
+
+    def _keep_an_admin(self, name: str) -> None:
+        if not self.settings.web.admin_password_hash and self.store.admins() <= 1:
+            raise Refused(f"{name} is the last admin: make another person an admin first")
+
+    def _end(self, name: str) -> None:
+        self.sessions.end(name)
+        for end in self.on_end:
+            end(name)
+
+    # -- API keys ---------------------------------------------------------------------------
+
+    def keys(self, token: str | None) -> list[ApiKey]:
+        """Admin only: every key made here, revoked ones too (never their secrets)."""
+        self.sessions.check(token)
+        return self.store.keys()
+
+    def create_key(self, token: str | None, name: str, owner: str, *, where: str) -> NewKey:
+        """A new key for `owner` (a person made here, or "" for the admin who makes it)."""
+        session = self.sessions.check(token)
+        who = self._who(token, where)
+        label = " ".join(str(name or "").split())[:_LONGEST_NAME]
+        if not label:
+            raise Refused("Name the key first (what or who uses it: an agent, a script).")
+        owner = str(owner or "").strip() or session.name
+        if owner and self.store.role(owner) is None:
+            raise Refused(f"there is no person named {owner!r} here to own the key")
+        secret, key = self.store.create_key(label, owner=owner, created_by=session.name or "admin")
+        self._record(who, "create API key", f"{label} ({key.shown}) for {owner or 'the configured admin'}")
+        return NewKey(secret, key)
+
+    def revoke_key(self, token: str | None, key_id: str, *, where: str) -> str:
+        who = self._who(token, where)
+        key = self.store.revoke(str(key_id or "").strip())
+        if key is None:
+            raise NotFound(f"there is no live API key {key_id!r}")
+        self._record(who, "revoke API key", f"{key.name} ({key.shown})")
+        return f"✅ The key {key.name} ({key.shown}) is revoked: it is refused from now on."
+
+
+def _name(name: str) -> str:
+    name = str(name or "").strip()
+    if not name or len(name) > _LONGEST_NAME or any(c.isspace() or not c.isprintable() for c in name):
+        raise Refused(f"A name is 1 to {_LONGEST_NAME} characters without spaces.")
+    if name.startswith("("):
+        raise Refused("A name may not start with '('.")
+    return name
+
+
+def _role(role: str) -> Role:
+    for known in ROLES:
+        if role == known:
+            return known
+    raise Refused(f"A role is one of {', '.join(ROLES)}, not {role!r}.")
+
+
+def _password(password: str) -> None:
+    if not isinstance(password, str) or len(password) < _SHORTEST_PASSWORD:
+        raise Refused(f"A password has at least {_SHORTEST_PASSWORD} characters.")
