@@ -14,7 +14,7 @@ run: setup
 	@$(PY) -m launcher
 
 test: setup-test
-	@$(PY) -m pytest
+	@$(PY) -m pytest --durations=40
 
 # The quick loop: no cards, no running appliance, no browser, no MiniLM, no corpus (markers come from
 # the fixtures a test uses, see tests/conftest.py). The embedder tests double its time; test-clone runs them.

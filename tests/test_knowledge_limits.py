@@ -164,3 +164,18 @@ def test_a_small_file_with_a_long_document_in_it_moves_to_the_large_lane(tmp_pat
     with service_with(tmp_path, embedder, options) as kb:
         small_after_big(kb, tmp_path)
         assert "moved" not in {p.state for p in kb.progress().finished}
+
+
+def test_the_large_lane_takes_its_smallest_file_first(tmp_path: Path, embedder: Embedder) -> None:
+    """Issue 25 item 13: a 5.5 MB file dropped beside a 30 MB one waited 565 s for it in the large lane."""
+    files = []
+    for name, readings in [("huge.txt", 2_400), ("large.txt", 1_200), ("medium.txt", 600)]:  # in drop order
+        path = tmp_path / name
+        path.write_text("".join(f"Reading {i}: card {i % 4} ran at {40 + i % 30} degrees. " for i in range(readings)))
+        files.append(path)
+    options = KnowledgeOptions(watch=False, large_file_mb=0.01, max_chunks=10)  # every one in the large lane
+    with service_with(tmp_path, embedder, options) as kb:
+        kb.ingest_paths(files)  # one drop: all three wait before the lane takes one
+        assert kb.wait_idle(300)
+        done = [p.name for p in reversed(kb.progress().finished)]  # oldest first
+    assert done == ["medium.txt", "large.txt", "huge.txt"], done

@@ -4,7 +4,9 @@ Jobs are keyed by path (or document): a file queued twice runs once; a file chan
 being indexed is queued again and runs after. Each job goes to a lane — small files, or large files
 and re-embeddings (`lane_of`) — and each lane indexes one file at a time, so a small file dropped
 after a big one does not wait for it (embedding is CPU heavy: two lanes at most). A small file that
-turns out to be a long document is handed on to the large lane (outcome "moved"). `progress()` is a
+turns out to be a long document is handed on to the large lane (outcome "moved"). The large lane takes
+its smallest waiting file first: a 5 MB file dropped beside a 30 MB one (17 minutes of embedding on a
+busy box) does not wait for all of it. `progress()` is a
 snapshot — the files being worked on with their pages done/total, the files waiting, and the last
 files finished.
 """
@@ -12,6 +14,7 @@ files finished.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -62,6 +65,7 @@ class IngestQueue:
         self._run = run
         self._lane_of = lane_of
         self._pending: dict[Lane, OrderedDict[str, Job]] = {lane: OrderedDict() for lane in LANES}
+        self._sizes: dict[str, int] = {}  # bytes of each waiting file (a re-embedding: 0), for the large lane
         self._active: dict[Lane, FileProgress] = {}
         self._active_keys: dict[Lane, str] = {}
         self._finished: deque[FileProgress] = deque(maxlen=_RECENT)
@@ -90,6 +94,7 @@ class IngestQueue:
 
     def submit(self, jobs: Iterable[Job]) -> None:
         lanes = [(job, self._lane_of(job)) for job in jobs]  # before taking the lock: it may stat files
+        sizes = {job.key: _size(job) for job, lane in lanes if lane == "large"}
         with self._cond:
             for job, lane in lanes:
                 for pending in self._pending.values():  # one run, with the strongest wishes of both requests
@@ -100,6 +105,7 @@ class IngestQueue:
                             large=job.large or earlier.large,
                         )  # fmt: skip
                 self._pending[lane][job.key] = job
+            self._sizes.update(sizes)
             self._cond.notify_all()
 
     def progress(self) -> IngestProgress:
@@ -125,14 +131,19 @@ class IngestQueue:
                 if self._stopping.is_set() or job is None:
                     continue
                 del self._pending[lane][job.key]
+                self._sizes.pop(job.key, None)
                 self._active[lane] = _queued(job)
                 self._active_keys[lane] = job.key
             self._execute(lane, job)
 
     def _next(self, lane: Lane) -> Job | None:
-        """The lane's first job whose file is not being indexed in the other lane right now."""
+        """The lane's first job (the large lane's smallest) whose file is not being indexed in the other lane
+        right now."""
         busy = set(self._active_keys.values())
-        return next((job for key, job in self._pending[lane].items() if key not in busy), None)
+        free = (job for key, job in self._pending[lane].items() if key not in busy)
+        if lane == "large":
+            return min(free, key=lambda job: self._sizes.get(job.key, 0), default=None)
+        return next(free, None)
 
     def _execute(self, lane: Lane, job: Job) -> None:
         report: Report = lambda phase, done, total: self._set_active(lane, job, phase, done, total)  # noqa: E731
@@ -160,6 +171,13 @@ class IngestQueue:
     def _set_active(self, lane: Lane, job: Job, phase: str, done: int, total: int) -> None:
         with self._cond:
             self._active[lane] = FileProgress(str(job.path or ""), job.name, phase, done, total)
+
+
+def _size(job: Job) -> int:
+    try:
+        return os.stat(job.path).st_size if job.path is not None else 0
+    except OSError:
+        return 0
 
 
 def _queued(job: Job) -> FileProgress:
