@@ -4,8 +4,9 @@
 
 The pages are those of the tests (tests/scans.py): English, German, Chinese and a small table,
 rendered with Noto Sans CJK into greyscale images with paper noise, blur and 1.5° of skew, plus a
-"hard" variant of each (more noise, more blur, 3° of skew), and a page of vertical Chinese (columns top
-to bottom, right to left). Candidates, all read with every language at once as the appliance must (it
+"hard" variant of each (more noise, more blur, 3° of skew), a page of vertical Chinese (columns top
+to bottom, right to left), and the pages of the appliance tests' scanned PDFs, rendered as the reader
+renders them. Candidates, all read with every language at once as the appliance must (it
 does not know a page's language beforehand):
 
   rapidocr   RapidOCR (PaddleOCR's PP-OCRv4 detection/recognition models in ONNX, inside its PyPI
@@ -75,6 +76,34 @@ def pages() -> dict[str, tuple[str, Image.Image]]:
         made[kind] = ("\n".join(lines), scan(lines, seed=1))
         made[f"{kind} hard"] = ("\n".join(lines), scan(lines, noise=40, blur=1.0, skew=3.0, seed=2))
     made["chinese vertical"] = ("\n".join(CHINESE), vertical_scan(CHINESE, seed=1))
+    return made | test_pdf_pages()
+
+
+def test_pdf_pages() -> dict[str, tuple[str, Image.Image]]:
+    """The pages of the appliance tests' scanned PDFs, rendered as the reader renders them (300 dpi):
+    the Chinese page (tests/test_documents_ocr.py), and the lab report's faxed header and clean results
+    (tests/test_extraction_scans.py)."""
+    import tempfile
+
+    from app.knowledge.loaders.scans import PdfPages
+    from tests.scans import image_pdf
+    from tests.table_documents import lab_report
+    from tests.test_extraction_scans import scanned_lab_report
+
+    lines = lab_report().pages[0]
+    wanted = {
+        "chinese (pdf)": (image_pdf([scan(CHINESE, seed=4)]), 1, CHINESE),
+        "lab fax (pdf)": (scanned_lab_report(), 1, [*lines[:4], "Accreditation: ISO/IEC 17025", lines[-1]]),
+        "lab table (pdf)": (scanned_lab_report(), 2, lines[5:-2]),
+    }
+    made = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for kind, (data, number, expected) in wanted.items():
+            path = Path(folder) / "scan.pdf"
+            path.write_bytes(data)
+            rendered = PdfPages(str(path), None, max_pixels=50_000_000)
+            made[kind] = ("\n".join(expected), rendered.image(number))
+            rendered.close()
     return made
 
 
