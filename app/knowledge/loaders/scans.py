@@ -62,7 +62,7 @@ class Scans:
         if self.max_pages is not None and self.count >= self.max_pages:
             raise ScanTooLong
         self.count += 1
-        self.allow_cpu(self.page_timeout_s * 4 + 5)  # orientation and up to three more tries
+        self.allow_cpu(self.page_timeout_s * 4 + 5)  # the reader's own share of its tries (ocr.read_image)
         sink.reading_by_ocr(number)
 
 
