@@ -114,9 +114,14 @@ def unmet(node: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+_NOT_CONSTRAINTS = {"enum", "const", "description", "title", "default", "examples", "$comment", "deprecated"}
+
+
 def meets_siblings(value: Any, node: dict[str, Any]) -> bool:
     """Whether an enum or const value meets the subschema's other keywords (a `maximum` beside an enum)."""
-    siblings = {key: sub for key, sub in node.items() if key not in ("enum", "const")}
+    siblings = {key: sub for key, sub in node.items() if key not in _NOT_CONSTRAINTS}
+    if not siblings:
+        return True
     try:
         return next(iter(validator(siblings).iter_errors(value)), None) is None
     except Exception:  # a $ref this subschema alone cannot resolve: the check after has the whole schema
