@@ -4,7 +4,9 @@ llama.cpp's converter writes a bound out in full: `"maxLength": 1000000000` beco
 characters long (the engine worker grew ~600 MB/s to 15 GB before its watchdog ended it), and so do
 `minLength`, `minItems`, `maxItems` and a pattern's `{n,m}`. Nesting, properties and enums cost rules
 too. `check_cost` walks a schema and refuses, naming the keyword and its JSON pointer, any of them past
-the limits below, and a schema whose bounds add up past `MAX_TOTAL_REPEATS`. Every path that turns a
+the limits below, and a schema whose bounds add up past `MAX_TOTAL_REPEATS`; it refuses the same way a
+subschema no answer could ever meet (bounds that cross, an enum none of whose values fits: see
+app/schema_exact.py `unmet`), rather than let the grammar be empty. Every path that turns a
 schema into a grammar calls it: /v1 `response_format` and tool parameters (app/api), extraction
 (app/extraction/json_schema.py), and the engine itself, last (app/engine/llama/grammar.py). The limits leave
 the appliance's own extraction templates (assets/schemas/) and its tool-call wrapper far inside.
@@ -17,6 +19,7 @@ import re
 from typing import Any, TypeGuard
 
 from app.errors import Refused
+from app.schema_exact import unmet
 
 # llama.cpp's grammar parser itself refuses an optional run of more than 1,000 ("exceeds sane defaults"):
 # a maxLength, maxItems or {0,n} up to 1,000 parses in milliseconds; the minimums are held to the same.
@@ -51,7 +54,8 @@ _REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 
 
 class CostlySchema(Refused):
-    """A schema whose grammar would cost more than the appliance allows: `pointer` is where in it."""
+    """A schema refused before it becomes a grammar (it would cost more than the appliance allows, or no
+    answer could meet it): `pointer` is where in it."""
 
     def __init__(self, what: str, pointer: str, *, where: str = "") -> None:
         super().__init__(f"{where}{pointer}: {what}")
@@ -108,6 +112,9 @@ def _check_bounds(node: dict[str, Any], at: str, total: _Total) -> None:
             raise total.refuse(f"{len(node[key])} {what} are above the appliance's limit of {limit}", f"{at}/{key}")
     if isinstance(pattern := node.get("pattern"), str):
         _check_pattern(pattern, f"{at}/pattern", total)
+    if (never := unmet(node)) is not None:
+        why, key = never
+        raise total.refuse(f"{why}, so no answer can meet it", f"{at}/{key}")
 
 
 def _check_pattern(pattern: str, at: str, total: _Total) -> None:

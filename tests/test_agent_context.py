@@ -1,7 +1,11 @@
 """A coding agent's first request at the shipped defaults: OpenCode sends its system prompt and ten tools
 (about 7,200 tokens) before any work, and the default context must take it with room to answer. Built here
 in OpenCode's shape and size (its tools: bash, edit, glob, grep, list, read, write, todowrite, todoread,
-webfetch), so the test needs neither OpenCode nor a network."""
+webfetch), so the test needs neither OpenCode nor a network. The streamed request is shaped as OpenCode
+1.18 sends its first one at its defaults (captured from `opencode run` against a stub, not kept): ten
+tools whose parameters carry `$schema` (2020-12), integer bounds of ±(2^53 - 1) with `exclusiveMinimum: 0`,
+an enum with a default and an array of objects; `max_tokens: 32000`, `tool_choice: "auto"`, `stream: true`,
+`stream_options: {"include_usage": true}`."""
 
 from __future__ import annotations
 
@@ -43,6 +47,58 @@ def tool(name: str) -> dict[str, Any]:
             },
         },
     }
+
+
+SAFE = 9007199254740991  # JavaScript's Number.MAX_SAFE_INTEGER, zod's bound of an int
+
+
+def opencode_tool(name: str) -> dict[str, Any]:
+    """A tool as OpenCode sends it: zod's JSON Schema (2020-12), its integer bounds and defaults."""
+    shaped = tool(name)
+    shaped["function"]["parameters"] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "The absolute path to work on."},
+            "timeout": {"minimum": -SAFE, "exclusiveMinimum": 0, "type": "integer", "maximum": SAFE},
+            "offset": {"minimum": 0, "type": "integer", "maximum": SAFE},
+            "format": {"type": "string", "enum": ["text", "markdown", "html"], "default": "markdown"},
+            "todos": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"content": {"type": "string"}, "status": {"type": "string"}},
+                    "required": ["content", "status"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    return shaped
+
+
+def test_opencodes_streamed_request_at_its_defaults_is_answered(appliance: Appliance) -> None:
+    api = openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    request: Any = {
+        "model": "demo",
+        "messages": [
+            {"role": "system", "content": RULES * 37},
+            {"role": "user", "content": '"List the files in this folder."'},
+        ],
+        "tools": [opencode_tool(name) for name in TOOLS],
+        "tool_choice": "auto",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with api.chat.completions.create(max_tokens=32000, **request) as stream:  # OpenCode's own max_tokens
+        first = next(c for c in stream if c.choices and (c.choices[0].delta.content or c.choices[0].delta.tool_calls))
+    assert first.choices[0].delta.content or first.choices[0].delta.tool_calls, first  # then it hangs up
+    chunks = list(api.chat.completions.create(max_tokens=8, **request))
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None, chunks[-2:]  # include_usage: last chunk
+    assert 6_800 <= chunks[-1].usage.prompt_tokens <= 9_500, chunks[-1].usage  # 8,636 on the demo model
+    assert any(c.choices and c.choices[0].finish_reason for c in chunks), chunks[-3:]
 
 
 def test_opencodes_first_request_fits_the_default_context(appliance: Appliance) -> None:

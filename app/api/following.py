@@ -13,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, format_sse_event
 
+from app.api import exact
 from app.context import AppContext
 from app.engine.events import Done, EngineError, Event, Failed, GenerationRequest, Queued, Reading, Token, TokenLogprob
 from app.engine.follow import follow
@@ -41,8 +42,9 @@ def failure(event: Failed) -> QuartetError:
 class Answer:
     """One answer followed from the engine's queue to the client, in the shape of its route."""
 
-    def __init__(self, ctx: AppContext, ticket: Ticket, shape: Shape) -> None:
+    def __init__(self, ctx: AppContext, ticket: Ticket, shape: Shape, request: GenerationRequest) -> None:
         self.ctx, self.ticket, self.shape = ctx, ticket, shape
+        self.schema, self.tools = exact.schema_of(request), request.tools is not None  # checked once whole
         self.finished = False
         self.events = follow(ticket)
 
@@ -70,7 +72,10 @@ class Answer:
         async with anyio.create_task_group() as group:
 
             async def collect() -> None:
-                result["body"] = await self._collect(event)
+                try:
+                    result["body"] = await self._collect(event)
+                except QuartetError as err:  # raised here, a task group would wrap it (a bare 500)
+                    result["error"] = err
                 group.cancel_scope.cancel()
 
             async def watch() -> None:
@@ -81,6 +86,8 @@ class Answer:
 
             group.start_soon(collect)
             group.start_soon(watch)
+        if "error" in result:
+            raise result["error"]
         if "body" not in result:
             raise QuartetError("the client went away; its answer was cancelled", kind="cancelled")
         return result["body"]
@@ -94,23 +101,29 @@ class Answer:
         if isinstance(event, Failed):
             raise failure(event)
         assert isinstance(event, Done)
+        exact.check(text, event, self.schema, tools=self.tools)
         return self.shape.whole(text, logprobs, event)
 
     async def sse(self, event: Event, include_usage: bool) -> AsyncIterator[bytes]:
         try:
             for data in self.shape.opening():
                 yield self._frame(data)
+            text = ""
             while isinstance(event, Token):
+                text += event.text
                 for data in self.shape.token(event):
                     yield self._frame(data)
                 event = await self.next()
             if isinstance(event, Failed):
                 yield self._frame(self.shape.failed(failure(event)))
             elif isinstance(event, Done):
-                for data in self.shape.closing(event):
+                try:
+                    exact.check(text, event, self.schema, tools=self.tools)
+                    closing = self.shape.closing(event) + ([self.shape.usage_chunk(event)] if include_usage else [])
+                except QuartetError as err:  # its tool calls never went out; its words did, and end in this
+                    closing = [self.shape.failed(err)]
+                for data in closing:  # the last chunk: usage, no choices
                     yield self._frame(data)
-                if include_usage:  # the last chunk: usage, no choices
-                    yield self._frame(self.shape.usage_chunk(event))
             if not self.shape.named_events:
                 yield format_sse_event(data_str="[DONE]")
         finally:
@@ -134,7 +147,7 @@ async def respond(
         if err.kind == "busy" and waiting:
             raise QuartetError(f"{err.message} (queue position would be {waiting + 1})", kind="busy") from err
         raise
-    followed = Answer(ctx, ticket, shape)
+    followed = Answer(ctx, ticket, shape, request)
     first = await followed.first()
     if isinstance(first, Failed):
         raise failure(first)

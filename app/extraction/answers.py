@@ -11,7 +11,7 @@ from typing import Any
 
 from jsonschema.exceptions import best_match
 
-from app.engine.llama.grammar import pattern_expressible
+from app.engine.llama.schema_grammar import pattern_expressible
 from app.extraction.json_schema import columns, is_table, scalar_type, type_word, validator
 
 TEXT_CHARS, ITEM_CHARS, CELL_CHARS = 200, 80, 80  # bounds the grammar puts on free text

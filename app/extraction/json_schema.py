@@ -17,16 +17,14 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import jsonschema
-from jsonschema import FormatChecker
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from app.errors import Refused
+from app.schema_exact import format_checker
 from app.schema_limits import CostlySchema, check_cost
 
 log = logging.getLogger(__name__)
@@ -64,14 +62,6 @@ class Template:
     title: str
     description: str
     schema: dict[str, Any]
-
-
-def format_checker() -> FormatChecker:
-    """jsonschema's format checks, with date-time and uri checked without extra packages."""
-    checker = FormatChecker()
-    checker.checks("date-time", raises=ValueError)(_is_date_time)
-    checker.checks("uri", raises=ValueError)(_is_uri)
-    return checker
 
 
 def validator(schema: dict[str, Any]) -> Draft202012Validator:
@@ -281,26 +271,6 @@ def _only(spec: dict[str, Any], allowed: set[str], where: str) -> None:
         if key not in allowed:
             supported = ", ".join(sorted(allowed - {"$comment"}))
             raise SchemaProblem(f"'{key}' is not supported here (supported: {supported})", where + pointer(key))
-
-
-def _is_date_time(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if not re.fullmatch(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", value):
-        return False
-    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # ValueError for 2024-02-30
-    return True
-
-
-def _is_uri(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    parts = urlsplit(value)
-    return (
-        bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme))
-        and bool(parts.netloc or parts.path)
-        and not re.search(r"\s", value)
-    )
 
 
 def _schema_error_message(e: jsonschema.SchemaError) -> str:

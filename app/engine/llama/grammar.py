@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-import re
 from typing import Any
 
 import jsonschema
@@ -13,6 +12,7 @@ import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine.events import EngineError
+from app.engine.llama.schema_grammar import to_gbnf
 from app.schema_limits import check_cost
 from app.valid_text import valid_text
 
@@ -23,9 +23,9 @@ def grammar_for(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
     if json_schema is None:
         return None
     try:
-        jsonschema.validators.validator_for(schema := json.loads(json_schema)).check_schema(schema)
+        jsonschema.validators.validator_for(schema := json.loads(valid_text(json_schema))).check_schema(schema)
         check_cost(schema)  # the front doors check it first (naming the request's field); this is the last line
-        grammar = LlamaGrammar.from_json_schema(valid_text(json_schema), verbose=False)  # its text goes to C
+        grammar = LlamaGrammar.from_string(to_gbnf(schema), verbose=False)  # bounds too (schema_grammar.py)
     except (ValueError, jsonschema.SchemaError) as err:
         raise EngineError(_unusable(_first_line(err)), kind="request") from err
     except Exception as err:  # the GBNF converter raises bare exceptions for unsupported parts
@@ -35,22 +35,6 @@ def grammar_for(json_schema: str | None, vocab: object) -> LlamaGrammar | None:
         raise EngineError(_unusable("llama.cpp rejected its grammar"), kind="request")
     llama_cpp.llama_sampler_free(probe)
     return grammar
-
-
-def pattern_expressible(pattern: str) -> bool:
-    """Whether llama.cpp's schema converter turns this regular expression into grammar that keeps the
-    JSON string valid: anchored (^…$), no escapes but escaped punctuation (\\d, \\w are not translated),
-    no `.` or negated class (either could write a bare quote). Others are checked after the answer."""
-    if not (pattern.startswith("^") and pattern.endswith("$")) or "[^" in pattern or '"' in pattern:
-        return False
-    plain = re.sub(r"\\[^A-Za-z0-9]", "", pattern)
-    if "\\" in plain or "." in plain:
-        return False
-    try:
-        LlamaGrammar.from_json_schema(json.dumps({"type": "string", "pattern": pattern}), verbose=False)
-    except Exception:  # the converter asserts on syntax it does not know
-        return False
-    return True
 
 
 def _unusable(why: str) -> str:
