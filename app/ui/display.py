@@ -13,7 +13,7 @@ from typing import Any
 from app.chat.service import ChatUpdate
 from app.chat.store import Conversation, StoredMessage
 from app.telemetry.views import ApplianceStatus
-from app.ui.rendering import safe_markdown
+from app.ui.rendering import answer_markdown
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -44,10 +44,10 @@ def _note(message: StoredMessage) -> str | None:
 
 def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> list[dict[str, Any]]:
     """The transcript for gr.Chatbot: each message's own text only (rendered safely); an answer that
-    failed, stopped or was interrupted gets a small note after it."""
+    failed, stopped or was interrupted says so on a plain line under it."""
     shown = [bubble for _, bubble in _transcript(history)]
     if live is not None and not live.done:
-        shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
+        shown.append({"role": "assistant", "content": answer_markdown(live.text) or "…"})
     return shown
 
 
@@ -67,7 +67,7 @@ def list_entry(conversation: Conversation) -> tuple[str, str]:
 
 
 def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None:
-    """The stored message behind the `index`-th bubble of `bubbles(history)` (None for a note)."""
+    """The stored message behind the `index`-th bubble of `bubbles(history)`."""
     shown = _transcript(history)
     return shown[index][0] if 0 <= index < len(shown) else None
 
@@ -76,11 +76,13 @@ def shown_text(message: StoredMessage) -> str:
     """A bubble's content. A person's own message stays their text, with HTML, link or image brackets and
     addresses made plain text (`&lt;`, `&#91;`, `&#58;//`): the edit box holds what they wrote (edited_text
     reads it back), and the page's Markdown renderer can form no element, image or link from it. An answer
-    is rendered and cleaned whole (rendering.safe_markdown)."""
+    is rendered and cleaned whole, its Markdown kept for Copy (rendering.answer_markdown); how it ended, if not
+    normally, is a plain line under it, outside what Copy copies."""
     if message.role == "user":
         plain = html.escape(message.content, quote=False).replace("[", "&#91;")
         return plain.replace("://", "&#58;//").replace("www.", "www&#46;")  # no address becomes a link either
-    return safe_markdown(message.content)
+    note = _note(message)
+    return answer_markdown(message.content) + (f'<div class="q-answer-note">{html.escape(note)}</div>' if note else "")
 
 
 def edited_text(text: str) -> str:
@@ -89,16 +91,11 @@ def edited_text(text: str) -> str:
     return html.unescape(text)
 
 
-def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage | None, dict[str, Any]]]:
-    shown: list[tuple[StoredMessage | None, dict[str, Any]]] = []
+def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage, dict[str, Any]]]:
+    shown: list[tuple[StoredMessage, dict[str, Any]]] = []
     for m in history:
-        if m.role not in ("user", "assistant"):
-            continue
-        if m.content or m.role == "user":
+        if m.role in ("user", "assistant") and (m.content or m.role == "user" or _note(m)):
             shown.append((m, {"role": m.role, "content": shown_text(m)}))
-        note = _note(m) if m.role == "assistant" else None
-        if note:
-            shown.append((None, {"role": "assistant", "content": "", "metadata": {"title": note, "status": "done"}}))
     return shown
 
 
