@@ -4,11 +4,14 @@ and an export's file."""
 
 from __future__ import annotations
 
+import queue
+import threading
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import gradio as gr
 
-from app.chat.service import ChatService
+from app.chat.service import ChatService, ChatUpdate
 from app.chat.store import Conversation, StoredMessage
 from app.errors import NotFound, Refused
 from app.ui import display
@@ -43,19 +46,43 @@ def status_line(chat: ChatService, history: list[StoredMessage]) -> str:
 
 
 def recheck(chat: ChatService, history: list[StoredMessage]) -> Any:
-    """The tab's timer: on while the last answer failed with a card and the engine is not back yet."""
-    return gr.Timer(active=display.lost_engine(history) and not chat.engine_ready())
+    """The tab's timer: on while the last answer is being written for another page (this one was reloaded,
+    or opened the chat elsewhere), or failed with a card and the engine is not back yet."""
+    return gr.Timer(active=_streaming(history) or (display.lost_engine(history) and not chat.engine_ready()))
 
 
-def recovered(chat: ChatService, cid: str | None, owner: str) -> tuple[Any, Any]:
-    """A timer's tick: the status line once the engine is back (and the timer off), else nothing new."""
+def recovered(chat: ChatService, cid: str | None, owner: str) -> tuple[Any, Any, Any]:
+    """A timer's tick: the transcript and line as they are now (the timer off once there is nothing to
+    follow), or nothing new while the engine is not back."""
     found = owned(chat, cid, owner)
-    history = chat.history(found.id, owner=owner) if found else []
-    if not display.lost_engine(history):
-        return gr.skip(), gr.Timer(active=False)
-    if not chat.engine_ready():
-        return gr.skip(), gr.skip()
-    return display.RECOVERED, gr.Timer(active=False)
+    history, versions = so_far(chat, found.id, owner) if found else ([], {})
+    if _streaming(history):
+        return display.bubbles(history, None, versions), display.last_stats(history), gr.skip()
+    if display.lost_engine(history) and not chat.engine_ready():
+        return gr.skip(), gr.skip(), gr.skip()
+    return display.bubbles(history, None, versions), status_line(chat, history), gr.Timer(active=False)
+
+
+def _streaming(history: list[StoredMessage]) -> bool:
+    return bool(history) and history[-1].role == "assistant" and history[-1].status == "streaming"
+
+
+def detached(updates: Iterator[ChatUpdate]) -> Generator[ChatUpdate, None, None]:
+    """An answer's updates, read in a thread of their own: the page that asked may go (a reload, a closed
+    tab: Gradio closes its step) and the answer goes on, saved as it streams, for the page to pick up again.
+    Stop and a switch to another chat still end it (ChatService.stop)."""
+    box: queue.Queue[ChatUpdate | None] = queue.Queue()
+
+    def drain() -> None:
+        try:
+            for update in updates:
+                box.put(update)
+        finally:
+            box.put(None)
+
+    threading.Thread(target=drain, name="chat-answer", daemon=True).start()
+    while (update := box.get()) is not None:
+        yield update
 
 
 def export(chat: ChatService, cid: str | None, owner: str, *, as_json: bool) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     browser = gr.BrowserState(None, storage_key=identity_key, secret=secret)
     conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation", secret=secret)
     drawer_open = gr.State(False)
-    recheck = gr.Timer(2.0, active=False)  # after an answer lost with a card: the line once the engine is back
+    recheck = gr.Timer(1.0, active=False)  # an answer written elsewhere (a reload) or lost with a card: look again
     with gr.Row(equal_height=False, elem_id="chat-layout"):
         with gr.Column(scale=1, min_width=240, elem_id="chat-list") as listing:
             new_chat = gr.Button("+ New chat", elem_id="new-chat")
@@ -110,13 +110,14 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         updates: Iterator[ChatUpdate], cid: str, owner: str, page: str, first: tuple[Any, ...] | None = None
     ) -> Iterator[tuple[Any, ...]]:
         """An answer's frames, while its conversation is shown (another one picked: it ends, kept as stopped)."""
+        answer = chat_parts.detached(updates)  # goes on if the page goes (a reload picks it up again)
 
         def frames() -> Iterator[tuple[Any, ...]]:
             try:
                 if first is not None:
                     yield first
                 history, versions = chat_parts.so_far(chat, cid, owner)
-                for update in display.throttle(updates, updates_per_s):
+                for update in display.throttle(answer, updates_per_s):
                     if update.done:
                         history, versions = chat_parts.so_far(chat, cid, owner)
                     yield (
@@ -126,7 +127,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                         *[gr.update()] * 3,
                     )
             finally:
-                getattr(updates, "close", lambda: None)()
+                answer.close()  # only this page stops following it
 
         return screens.frames(page, cid, frames(), gone=(gr.skip(),) * 6)
 
@@ -275,7 +276,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     older.click(functools.partial(on_version, -1), [conversation, browser, search], view, **may_refuse)
     newer.click(functools.partial(on_version, 1), [conversation, browser, search], view, **may_refuse)
 
-    def on_recheck(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, Any]:
+    def on_recheck(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         return chat_parts.recovered(chat, cid, page_owner(request, browser_id))
 
     def on_stop(request: gr.Request) -> None:
@@ -296,7 +297,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         bubbles.clear(on_new, [browser, search], switching, **quiet),
     ]:
         switched.then(on_redraw, browser, [bubbles, conversation, line], **may_refuse)
-    recheck.tick(on_recheck, [conversation, browser], [line, recheck], **quiet)
+    recheck.tick(on_recheck, [conversation, browser], [bubbles, line, recheck], **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], [picker, title], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
