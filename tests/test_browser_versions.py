@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import browser_context, goto, said, send
+from tests.browser_helpers import answered, browser_context, goto, said, send
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,7 @@ def test_versions_are_small_buttons_kept_after_a_follow_up_and_the_edit_box_fits
         assert row and row["width"] <= 260, f"the versions take {row}"
         page.screenshot(path=str(artifacts / "chat-versions-1280x800.png"))
 
-        send(page, "And a fruit?")
+        answered(page, "And a fruit?")  # its own answer (the line still shows the last one's stats)
         first_answer = page.locator("#chatbot [data-testid='bot']").first
         try:
             first_answer.locator(".q-answer-note", has_text="answer 2 of 2").wait_for(timeout=10_000)
