@@ -6,6 +6,11 @@
   // 2. Uploads: the browser refuses a whole drop when one file is over the page's limit, so no file of it
   //    would be indexed or reported. Files over the limit are taken out of the drop here and named to the
   //    page (a hidden box), which reports them as refused; the others are uploaded as usual.
+  // 3. Copy on a chat message gives its text, not the HTML its bubble holds: an answer's Markdown (the server
+  //    renders answers and keeps the source in the `data` attribute, app/ui/rendering.py), a person's words as typed
+  //    (their bubble holds them escaped). Gradio's Copy writes the bubble's content with the Clipboard API, or
+  //    (on a page served over plain http) through a selected textarea and a "copy" event: both are caught
+  //    while a message's Copy is being clicked.
   const CITED = ["#answer", "#summary"];
   const MARK = /\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]/g;
 
@@ -142,5 +147,32 @@
     event.stopImmediatePropagation();
     keepSmall(files, input);
     if (input.files.length) input.dispatchEvent(new Event("change", { bubbles: true }));
+  }, true);
+
+  function messageText(content) {
+    const parsed = new DOMParser().parseFromString(content, "text/html");  // inert: nothing loads or runs
+    const answers = [...parsed.querySelectorAll(".q-md[data]")];
+    if (answers.length) return answers.map((a) => a.getAttribute("data")).join("\n\n");
+    return parsed.querySelector(".q-answer-note") ? "" : parsed.body.textContent;
+  }
+
+  let copying = false;  // true while a message's Copy click is handled
+  document.addEventListener("click", (event) => {
+    if (!(event.target.closest && event.target.closest("#chatbot .message-buttons button"))) return;
+    copying = true;
+    setTimeout(() => { copying = false; }, 0);
+  }, true);
+
+  const clipboard = navigator.clipboard;
+  if (clipboard && clipboard.writeText) {
+    const write = clipboard.writeText.bind(clipboard);
+    clipboard.writeText = (text) => write(copying ? messageText(String(text)) : text);
+  }
+  document.addEventListener("copy", (event) => {
+    const focused = document.activeElement;  // Gradio's textarea, put first in the page and selected
+    const box = focused && focused.tagName === "TEXTAREA" ? focused : document.body.firstElementChild;
+    if (!copying || !box || box.tagName !== "TEXTAREA" || !event.clipboardData) return;
+    event.clipboardData.setData("text/plain", messageText(box.value));
+    event.preventDefault();
   }, true);
 }

@@ -154,3 +154,21 @@ def test_conversations_from_before_owners_are_listed_to_no_one(tmp_path: Path) -
     upgraded = ChatStore(db)
     assert upgraded.get("old") is not None and upgraded.get("old").owner == ""  # type: ignore[union-attr]
     assert upgraded.recent("browser:a") == [] and upgraded.recent("api") == []
+
+
+def test_each_regenerated_answer_says_which_version_it_is_after_a_follow_up(tmp_path: Path) -> None:
+    """Issue 22, item 11: only the last question's answers had versions, so "answer 2 of 2" vanished when
+    the conversation went on."""
+    store = ChatStore(Database(tmp_path / "q.db"))
+    cid = store.create("", owner="browser:a")
+    store.add(cid, "user", "colour?")
+    store.add(cid, "assistant", "red")
+    store.retire_last_answer(cid)
+    second = store.add(cid, "assistant", "blue")
+    assert store.answer_versions(cid) == {second: (2, 2)}
+    store.add(cid, "user", "fruit?")
+    store.add(cid, "assistant", "apple")
+    assert store.answer_versions(cid) == {second: (2, 2)}  # kept after the follow-up
+    first = next(m.id for m in store.messages(cid, everything=True) if m.content == "red")
+    store.retire_from(cid, first)  # an edit of the first question sets all that aside
+    assert store.answer_versions(cid) == {}

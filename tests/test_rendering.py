@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.ui.rendering import literal, safe_markdown
+from app.ui.rendering import answer_markdown, literal, safe_markdown
 
 
 @pytest.mark.parametrize(
@@ -94,3 +94,21 @@ def test_a_remote_image_still_says_what_it_was() -> None:
 def test_a_file_name_with_markup_is_shown_as_text() -> None:
     shown = literal("<img src=x onerror=alert(1)> [a](javascript:x) *b*.pdf")
     assert "<img" not in shown and "](javascript" not in shown and "*b*" not in shown
+
+
+@pytest.mark.parametrize(
+    "text", ['Say "hi" & <b>x</b>\n\n```\na\n\nb\n```', '" onmouseover="alert(1)', "line one\r\nline two $x$"]
+)
+def test_an_answer_carries_its_markdown_for_copy_and_nothing_breaks_out(text: str) -> None:
+    """Copy gives the answer's Markdown (issue 22): it rides in the wrapper's `data` attribute, escaped, on
+    the one line, and the source cannot close the attribute or the tag."""
+    import html
+    import re
+
+    shown = answer_markdown(text)
+    assert "\n" not in shown and "\r" not in shown
+    head = re.fullmatch(r'<div class="q-md" data="([^"<>]*)">(.*)</div>', shown)
+    assert head, shown
+    assert html.unescape(head.group(1)) == text.replace("\r", "")
+    assert head.group(2) == safe_markdown(text).removeprefix('<div class="q-md">').removesuffix("</div>")
+    assert answer_markdown("  ") == ""

@@ -56,3 +56,58 @@ def test_a_persons_message_is_shown_as_their_text_and_an_edit_reads_back_as_writ
     shown = display.shown_text(message)
     assert "<" not in shown and "[" not in shown and "://" not in shown and "**bold**" in shown
     assert display.edited_text(shown) == typed
+
+
+def test_a_stopped_answer_says_so_on_a_plain_line_outside_its_text() -> None:
+    """Issue 22, item 7: "stopped" was a second message with a title (a collapsible box with a chevron) in
+    the answer's bubble, copied with it; it is a line inside the answer's bubble, after the part Copy takes."""
+    from app.chat.store import StoredMessage
+    from app.ui import display
+
+    history = [
+        StoredMessage(id=1, role="user", content="Tell a story", status="ok", stats=None),
+        StoredMessage(id=2, role="assistant", content="Once upon", status="stopped", stats=None),
+        StoredMessage(id=3, role="user", content="Again", status="ok", stats=None),
+        StoredMessage(id=4, role="assistant", content="", status="stopped", stats=None),
+    ]
+    shown = display.bubbles(history)
+    assert [b["role"] for b in shown] == ["user", "assistant", "user", "assistant"]
+    assert not any("metadata" in b for b in shown)
+    answer = shown[1]["content"]
+    assert answer.startswith('<div class="q-md" data="Once upon">') and "stopped" not in answer.split("</div>")[0]
+    assert answer.endswith('<div class="q-answer-note">stopped</div>')
+    assert shown[3]["content"] == '<div class="q-answer-note">stopped</div>'  # stopped before a word
+    found = [display.message_at(history, i) for i in range(4)]
+    assert [m.id if m else None for m in found] == [1, 2, 3, 4]  # an edit finds its message
+
+
+def test_an_answer_lost_with_a_card_is_said_in_the_status_line_only_until_the_engine_is_back() -> None:
+    """Issue 22, item 10: "card 2 stopped answering" stayed in the status line once the engine was ready."""
+    from app.chat.store import StoredMessage
+    from app.ui import display
+
+    lost = {"error": "card 2 (127.0.0.1:1) stopped answering during an answer", "kind": "card"}
+    history = [
+        StoredMessage(id=1, role="user", content="Tell a story", status="ok", stats=None),
+        StoredMessage(id=2, role="assistant", content="Once", status="error", stats=lost),
+    ]
+    assert display.last_stats(history, engine_ready=False) == f"⚠ {lost['error']}"
+    assert display.last_stats(history, engine_ready=True) == display.RECOVERED
+    too_long = [history[0], StoredMessage(2, "assistant", "", "error", {"error": "too long", "kind": "context"})]
+    assert display.last_stats(too_long, engine_ready=True) == "⚠ too long"  # not the engine's: it stays
+    assert not display.lost_engine(too_long) and display.lost_engine(history)
+
+
+def test_an_earlier_regenerated_answer_says_its_version_in_its_bubble() -> None:
+    from app.chat.store import StoredMessage
+    from app.ui import display
+
+    history = [
+        StoredMessage(id=1, role="user", content="colour?", status="ok", stats=None),
+        StoredMessage(id=3, role="assistant", content="blue", status="ok", stats=None),
+        StoredMessage(id=4, role="user", content="fruit?", status="ok", stats=None),
+        StoredMessage(id=6, role="assistant", content="pear", status="ok", stats=None),
+    ]
+    shown = display.bubbles(history, versions={3: (2, 2), 6: (2, 3)})
+    assert shown[1]["content"].endswith('<div class="q-answer-note">answer 2 of 2</div>')
+    assert "answer 2 of 3" not in shown[3]["content"]  # the last answer has ‹ › under the chat instead

@@ -80,6 +80,10 @@ class ChatService:
     def recent(self, owner: str, *, query: str = "") -> list[Conversation]:
         return self.store.recent(owner, query=query)
 
+    def engine_ready(self) -> bool:
+        """Whether answers can start now (a page says a card's failure is over once it is)."""
+        return self.engine.status().state == "ready"
+
     def history(self, cid: str, *, owner: str) -> list[StoredMessage]:
         return self.store.messages(self.conversation(cid, owner=owner).id)
 
@@ -152,6 +156,10 @@ class ChatService:
         """The versions of the last answer (message ids, oldest first) and the one shown."""
         return self.store.versions(self.conversation(cid, owner=owner).id)
 
+    def answer_versions(self, cid: str, *, owner: str) -> dict[int, tuple[int, int]]:
+        """Every shown answer that was regenerated: which version it is, of how many (message id -> (n, m))."""
+        return self.store.answer_versions(self.conversation(cid, owner=owner).id)
+
     def choose_version(self, cid: str, message_id: int, *, owner: str) -> None:
         try:
             self.store.choose(self.conversation(cid, owner=owner).id, message_id)
@@ -182,7 +190,7 @@ class ChatService:
         try:
             ticket = self.engine.submit(self._request(cid, max_tokens))
         except EngineError as err:
-            self.store.add(cid, "assistant", "", status="error", stats={"error": str(err)})
+            self.store.add(cid, "assistant", "", status="error", stats={"error": str(err), "kind": err.kind})
             yield ChatUpdate("", done=True, error=str(err), kind=err.kind)
             return
         with self._lock:
@@ -201,7 +209,7 @@ class ChatService:
                     saver.finish("stopped" if event.stats.finish_reason == "cancelled" else "ok", event.stats.as_dict())
                     yield ChatUpdate(saver.text, done=True, stats=event.stats)
                 elif isinstance(event, Failed):
-                    saver.finish("error", {"error": event.message})
+                    saver.finish("error", {"error": event.message, "kind": event.kind})
                     yield ChatUpdate(saver.text, done=True, error=event.message, card=event.card, kind=event.kind)
         finally:
             with self._lock:

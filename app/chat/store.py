@@ -139,6 +139,24 @@ class ChatStore:
         active = next((r["id"] for r in answers if r["active"]), None)
         return [r["id"] for r in answers], active
 
+    def answer_versions(self, cid: str) -> dict[int, tuple[int, int]]:
+        """Each shown answer that has other versions (answers to the same question): which it is of how many."""
+        with self._database.read() as db:
+            rows = list(
+                db.execute("SELECT id, role, active FROM messages WHERE conversation_id = ? ORDER BY id", [cid])
+            )
+        found: dict[int, tuple[int, int]] = {}
+        answers: list[tuple[int, int]] = []
+        for message_id, role, active in [*rows, (None, "user", 0)]:
+            if role == "user":
+                shown = [i for i, (answer, on) in enumerate(answers) if on]
+                if len(answers) > 1 and shown:
+                    found[answers[shown[0]][0]] = (shown[0] + 1, len(answers))
+                answers = []
+            elif role == "assistant":
+                answers.append((message_id, active))
+        return found
+
     def choose(self, cid: str, message_id: int) -> None:
         """Show (and send the model) this version of the last answer instead of the others."""
         with self._database.atomic() as db:

@@ -13,9 +13,10 @@ import gradio as gr
 
 from app.chat.service import ChatService, ChatUpdate
 from app.chat.store import Conversation
-from app.errors import NotFound, Refused
-from app.ui import display
+from app.errors import Refused
+from app.ui import chat_parts, display
 from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
+from app.ui.chat_parts import owned, owned_id, renaming
 from app.ui.errors import explained
 from app.ui.rendering import LATEX
 from app.ui.screens import Screens
@@ -27,6 +28,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     browser = gr.BrowserState(None, storage_key=identity_key, secret=secret)
     conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation", secret=secret)
     drawer_open = gr.State(False)
+    recheck = gr.Timer(1.0, active=False)  # an answer written elsewhere (a reload) or lost with a card: look again
     with gr.Row(equal_height=False, elem_id="chat-layout"):
         with gr.Column(scale=1, min_width=240, elem_id="chat-list") as listing:
             new_chat = gr.Button("+ New chat", elem_id="new-chat")
@@ -73,17 +75,18 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     def shown(owner: str, cid: str | None, query: str = "") -> tuple[Any, ...]:
         """Everything the tab shows for one conversation (or none): transcript, prompt, list, title, buttons."""
-        found = _owned(chat, cid, owner)
+        found = owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
         return (
-            display.bubbles(history),
+            display.bubbles(history, versions=chat.answer_versions(found.id, owner=owner) if found else None),
             found.system_prompt if found else default_prompt,
             found.id if found else None,
             listed(owner, found.id if found else None, query),
-            _renaming(found.title if found else None),
+            renaming(found.title if found else None),
             gr.update(interactive=display.answered(history)),
-            display.last_stats(history),
+            chat_parts.status_line(chat, history),
             *version_view(owner, found),
+            chat_parts.recheck(chat, history),
         )
 
     def version_view(owner: str, found: Conversation | None) -> tuple[Any, str]:
@@ -107,18 +110,24 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         updates: Iterator[ChatUpdate], cid: str, owner: str, page: str, first: tuple[Any, ...] | None = None
     ) -> Iterator[tuple[Any, ...]]:
         """An answer's frames, while its conversation is shown (another one picked: it ends, kept as stopped)."""
+        answer = chat_parts.detached(updates)  # goes on if the page goes (a reload picks it up again)
 
         def frames() -> Iterator[tuple[Any, ...]]:
             try:
                 if first is not None:
                     yield first
-                history = chat.history(cid, owner=owner)
-                for update in display.throttle(updates, updates_per_s):
+                history, versions = chat_parts.so_far(chat, cid, owner)
+                for update in display.throttle(answer, updates_per_s):
                     if update.done:
-                        history = chat.history(cid, owner=owner)
-                    yield display.bubbles(history, update), display.waiting_line(update), cid, *[gr.update()] * 3
+                        history, versions = chat_parts.so_far(chat, cid, owner)
+                    yield (
+                        display.bubbles(history, update, versions),
+                        display.waiting_line(update),
+                        cid,
+                        *[gr.update()] * 3,
+                    )
             finally:
-                getattr(updates, "close", lambda: None)()
+                answer.close()  # only this page stops following it
 
         return screens.frames(page, cid, frames(), gone=(gr.skip(),) * 6)
 
@@ -131,17 +140,18 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         owner, page = page_owner(request, browser_id), session_of(request)
         if owner == UNKNOWN_PAGE:  # Enter pressed before the page's load came back (Send is off until then)
             raise Refused("The page is still opening: send again in a moment.")
-        before = _owned_id(chat, cid, owner)
+        before = owned_id(chat, cid, owner)
         cid = chat.open(before, owner=owner, system_prompt=prompt)
         updates = chat.send(cid, text, owner=owner, session=page)
         if not screens.claim(page, before, cid):  # another conversation was picked meanwhile
             yield gr.skip(), gr.skip(), gr.skip(), "", gr.skip(), gr.skip()
             getattr(updates, "close", lambda: None)()
             return
-        named = _owned(chat, cid, owner) if before != cid else None  # a new chat is named by its first question
+        named = owned(chat, cid, owner) if before != cid else None  # a new chat is named by its first question
         title_now = gr.update(placeholder=named.title) if named else gr.skip()
         listed_now = listed(owner, cid, query) if named else gr.skip()  # in the list at once, not after its answer
-        first = display.bubbles(chat.history(cid, owner=owner)), "", cid, "", title_now, listed_now
+        history, versions = chat_parts.so_far(chat, cid, owner)
+        first = display.bubbles(history, None, versions), "", cid, "", title_now, listed_now
         yield from stream(updates, cid, owner, page, first)
 
     @explained
@@ -157,7 +167,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         """The view once an answer is over (a new chat's title came as its question was sent), for the chat
         the page shows now: another one picked meanwhile, the answer's last frame named the one it left."""
         owner, cid = page_owner(request, browser_id), screens.shows(session_of(request), cid)
-        found = _owned(chat, cid, owner)
+        found = owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
         return (
             cid,
@@ -165,6 +175,8 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
             listed(owner, cid, query),
             gr.update(interactive=display.answered(history)),
             *version_view(owner, found),
+            chat_parts.status_line(chat, history) if display.lost_engine(history) else gr.skip(),
+            chat_parts.recheck(chat, history),
         )
 
     def on_edit_start(edited: gr.EditData) -> tuple[Any, ...]:
@@ -177,7 +189,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         cid: str | None, browser_id: str | None, edited: tuple[int, str] | None, request: gr.Request
     ) -> Iterator[tuple[Any, ...]]:
         owner = page_owner(request, browser_id)
-        found = _owned(chat, cid, owner)
+        found = owned(chat, cid, owner)
         index, text = edited or (-1, "")
         message = display.message_at(chat.history(found.id, owner=owner), index) if found else None
         if found is None or message is None or message.role != "user":
@@ -190,7 +202,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         step: int, cid: str | None, browser_id: str | None, query: str, request: gr.Request
     ) -> tuple[Any, ...]:
         owner = page_owner(request, browser_id)
-        found = _owned(chat, cid, owner)
+        found = owned(chat, cid, owner)
         if found is not None:
             ids, active = chat.versions(found.id, owner=owner)
             if active is not None:
@@ -210,9 +222,10 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     def on_redraw(browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         """The transcript and status of the conversation this page shows now, as the server knows it."""
         owner, cid = page_owner(request, browser_id), screens.shows(session_of(request))
-        found = _owned(chat, cid, owner)
+        found = owned(chat, cid, owner)
         history = chat.history(found.id, owner=owner) if found else []
-        return display.bubbles(history), found.id if found else None, display.last_stats(history)
+        shown = display.bubbles(history, versions=chat.answer_versions(found.id, owner=owner) if found else None)
+        return shown, found.id if found else None, chat_parts.status_line(chat, history)
 
     def on_search(query: str, cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return listed(page_owner(request, browser_id), cid, query)
@@ -223,8 +236,8 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     ) -> tuple[Any, ...]:
         owner = page_owner(request, browser_id)
         chat.rename(cid or "", text, owner=owner)
-        renamed = _owned(chat, cid, owner)
-        return listed(owner, cid, query), _renaming(renamed.title if renamed else None, clear=True)
+        renamed = owned(chat, cid, owner)
+        return listed(owner, cid, query), renaming(renamed.title if renamed else None, clear=True)
 
     @explained
     def on_delete(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
@@ -234,12 +247,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     @explained
     def on_export(cid: str | None, browser_id: str | None, as_json: bool, request: gr.Request) -> dict[str, Any]:
-        owner = page_owner(request, browser_id)
-        found = _owned(chat, cid, owner)
-        if found is None:
-            raise Refused("There is no chat to export yet: send a message first.")
-        text = chat.export(found.id, owner=owner, as_json=as_json)
-        return gr.update(value=display.export_file(found, text, ".json" if as_json else ".md"), visible=True)
+        return chat_parts.export(chat, cid, page_owner(request, browser_id), as_json=as_json)
 
     def on_markdown(cid: str | None, browser_id: str | None, request: gr.Request) -> dict[str, Any]:
         return on_export(cid, browser_id, False, request)
@@ -250,9 +258,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     # an answer's own status line says where it stands: Gradio's overlay over its outputs also covered the
     # list, so a chat picked while an answer waited was never picked
     quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, {**ENGINE_BOUND, "show_progress": "hidden"}
-    view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which]
+    view = [bubbles, system, conversation, picker, title, regenerate, line, versions, which, recheck]
     outputs = [bubbles, line, conversation, box, title, picker]
-    after = [conversation, send, stop, picker, regenerate, versions, which]
+    after = [conversation, send, stop, picker, regenerate, versions, which, line, recheck]
     settling = [conversation, browser, search]
     started = gr.on([send.click, box.submit], lambda: busy(True), None, [send, stop], **quiet)
     sent = started.then(on_send, [box, conversation, system, browser, search], outputs, **engine_bound)
@@ -267,6 +275,9 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
 
     older.click(functools.partial(on_version, -1), [conversation, browser, search], view, **may_refuse)
     newer.click(functools.partial(on_version, 1), [conversation, browser, search], view, **may_refuse)
+
+    def on_recheck(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        return chat_parts.recovered(chat, cid, page_owner(request, browser_id))
 
     def on_stop(request: gr.Request) -> None:
         chat.stop(session_of(request))
@@ -286,6 +297,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         bubbles.clear(on_new, [browser, search], switching, **quiet),
     ]:
         switched.then(on_redraw, browser, [bubbles, conversation, line], **may_refuse)
+    recheck.tick(on_recheck, [conversation, browser], [bubbles, line, recheck], **quiet)
     search.change(on_search, [search, conversation, browser], picker, **quiet)
     rename.click(on_rename, [conversation, title, browser, search], [picker, title], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
@@ -300,21 +312,3 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
         **quiet,
     )
     return OnLoad(on_load, [browser, conversation], [browser, *view, send])
-
-
-def _owned(chat: ChatService, cid: str | None, owner: str) -> Conversation | None:
-    try:
-        return chat.conversation(cid, owner=owner) if cid else None
-    except NotFound:
-        return None
-
-
-def _owned_id(chat: ChatService, cid: str | None, owner: str) -> str | None:
-    found = _owned(chat, cid, owner)
-    return found.id if found else None
-
-
-def _renaming(title: str | None, *, clear: bool = False) -> dict[str, Any]:
-    """The rename box for a conversation shown: its title as the placeholder; emptied only after a rename,
-    never when the view settles (that would wipe what is being typed)."""
-    return gr.update(value="", placeholder=title or "New chat") if clear else gr.update(placeholder=title or "New chat")

@@ -13,7 +13,7 @@ from typing import Any
 from app.chat.service import ChatUpdate
 from app.chat.store import Conversation, StoredMessage
 from app.telemetry.views import ApplianceStatus
-from app.ui.rendering import safe_markdown
+from app.ui.rendering import answer_markdown
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -42,12 +42,24 @@ def _note(message: StoredMessage) -> str | None:
     return None
 
 
-def bubbles(history: list[StoredMessage], live: ChatUpdate | None = None) -> list[dict[str, Any]]:
+Versions = dict[int, tuple[int, int]]  # a regenerated answer's message id: which version it is, of how many
+
+
+def bubbles(
+    history: list[StoredMessage], live: ChatUpdate | None = None, versions: Versions | None = None
+) -> list[dict[str, Any]]:
     """The transcript for gr.Chatbot: each message's own text only (rendered safely); an answer that
-    failed, stopped or was interrupted gets a small note after it."""
-    shown = [bubble for _, bubble in _transcript(history)]
-    if live is not None and not live.done:
-        shown.append({"role": "assistant", "content": safe_markdown(live.text) or "…"})
+    failed, stopped or was interrupted says so on a plain line under it, and an earlier answer that was
+    regenerated says which version it is ("answer 2 of 3"; the last answer has ‹ › under the chat)."""
+    answers = [m.id for m in history if m.role == "assistant"] or [0]
+    live = live if live is not None and not live.done else None
+    labels = {i: f"answer {n} of {m}" for i, (n, m) in (versions or {}).items() if live or i != answers[-1]}
+    shown = [
+        {**bubble, "content": bubble["content"] + _line(labels[m.id])} if m.id in labels else bubble
+        for m, bubble in _transcript(history)
+    ]
+    if live is not None:
+        shown.append({"role": "assistant", "content": answer_markdown(live.text) or "…"})
     return shown
 
 
@@ -67,7 +79,7 @@ def list_entry(conversation: Conversation) -> tuple[str, str]:
 
 
 def message_at(history: list[StoredMessage], index: int) -> StoredMessage | None:
-    """The stored message behind the `index`-th bubble of `bubbles(history)` (None for a note)."""
+    """The stored message behind the `index`-th bubble of `bubbles(history)`."""
     shown = _transcript(history)
     return shown[index][0] if 0 <= index < len(shown) else None
 
@@ -76,11 +88,17 @@ def shown_text(message: StoredMessage) -> str:
     """A bubble's content. A person's own message stays their text, with HTML, link or image brackets and
     addresses made plain text (`&lt;`, `&#91;`, `&#58;//`): the edit box holds what they wrote (edited_text
     reads it back), and the page's Markdown renderer can form no element, image or link from it. An answer
-    is rendered and cleaned whole (rendering.safe_markdown)."""
+    is rendered and cleaned whole, its Markdown kept for Copy (rendering.answer_markdown); how it ended, if not
+    normally, is a plain line under it, outside what Copy copies."""
     if message.role == "user":
         plain = html.escape(message.content, quote=False).replace("[", "&#91;")
         return plain.replace("://", "&#58;//").replace("www.", "www&#46;")  # no address becomes a link either
-    return safe_markdown(message.content)
+    note = _note(message)
+    return answer_markdown(message.content) + (_line(note) if note else "")
+
+
+def _line(text: str) -> str:
+    return f'<div class="q-answer-note">{html.escape(text)}</div>'
 
 
 def edited_text(text: str) -> str:
@@ -89,26 +107,36 @@ def edited_text(text: str) -> str:
     return html.unescape(text)
 
 
-def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage | None, dict[str, Any]]]:
-    shown: list[tuple[StoredMessage | None, dict[str, Any]]] = []
+def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage, dict[str, Any]]]:
+    shown: list[tuple[StoredMessage, dict[str, Any]]] = []
     for m in history:
-        if m.role not in ("user", "assistant"):
-            continue
-        if m.content or m.role == "user":
+        if m.role in ("user", "assistant") and (m.content or m.role == "user" or _note(m)):
             shown.append((m, {"role": m.role, "content": shown_text(m)}))
-        note = _note(m) if m.role == "assistant" else None
-        if note:
-            shown.append((None, {"role": "assistant", "content": "", "metadata": {"title": note, "status": "done"}}))
     return shown
 
 
-def last_stats(history: list[StoredMessage]) -> str:
-    """The status line for a conversation just opened: how its last answer went."""
+# the engine's failures that end once it is rebuilt (app/errors.py kinds)
+_ENGINE_LOST = ("card", "engine")
+RECOVERED = "⚠ the last answer failed when the engine lost a card; it is ready again: Regenerate to ask again"
+
+
+def last_stats(history: list[StoredMessage], *, engine_ready: bool = True) -> str:
+    """The status line for a conversation just opened: how its last answer went. An answer that failed as a
+    card stopped answering says so only while the engine is not back (the answer's own note keeps it)."""
     answers = [m for m in history if m.role == "assistant"]
     if not answers:
         return ""
     last = answers[-1]
+    if engine_ready and lost_engine(history):
+        return RECOVERED
     return _note(last) or (stats_line(last.stats) if last.stats else "")
+
+
+def lost_engine(history: list[StoredMessage]) -> bool:
+    """Whether the last answer failed because the engine lost a card (or the engine itself)."""
+    answers = [m for m in history if m.role == "assistant"]
+    last = answers[-1] if answers else None
+    return last is not None and last.status == "error" and (last.stats or {}).get("kind") in _ENGINE_LOST
 
 
 def queue_line(*, waiting: int, held: str | None = None, reading: bool = False, what: str = "your question") -> str:

@@ -83,6 +83,17 @@ def safe_markdown(text: str) -> str:
     return '<div class="q-md">' + clean.strip().replace("\r", "").replace("\n", "&#10;") + "</div>"
 
 
+def answer_markdown(text: str) -> str:
+    """An answer as `safe_markdown` renders it, carrying its Markdown source in the div's `data` attribute
+    (data-* ones are dropped by Gradio's own sanitiser; this one is kept and means nothing on a div): the
+    page's Copy gives that text, not the HTML (assets/quartet.js). Escaped, on the same one line."""
+    shown = safe_markdown(text)
+    if not shown:
+        return ""
+    source = html.escape(text.replace("\x00", ""), quote=True).replace("\r", "").replace("\n", "&#10;")
+    return f'<div class="q-md" data="{source}">' + shown.removeprefix('<div class="q-md">')
+
+
 def literal(text: str) -> str:
     """`text` (a file name, say) shown exactly as it is inside Markdown: no markup, no HTML."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
