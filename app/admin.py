@@ -22,7 +22,7 @@ from app.engine.events import EngineError, ModelInfo
 from app.engine.llama import catalog
 from app.engine.service import EngineService
 from app.errors import NotFound, QuartetError
-from app.jobs import Job, Jobs
+from app.jobs import Job, JobBusy, Jobs
 from app.people import PeopleStore
 from app.settings import Settings
 from app.telemetry.load_progress import LoadProgress
@@ -78,8 +78,9 @@ class AdminService:
 
     # -- long actions as jobs ------------------------------------------------------------------
 
-    def start(self, token: str | None, name: str, action: Callable[[], ModelInfo]) -> Job:
-        """Admin only: run a switch, reload or card change in the background; read it with `job`."""
+    def start(self, token: str | None, name: str, action: Callable[[], ModelInfo], *, who: str = "") -> Job:
+        """Admin only: run a switch, reload or card change in the background; read it with `job`. Asked while
+        another one runs, it is refused (JobBusy, kind busy) and the refusal is written to the admin log."""
         self.check(token)
 
         def work() -> str:
@@ -91,7 +92,11 @@ class AdminService:
                 return f"⚠ {err.message}"
             return f"⚠ {name} failed unexpectedly ({type(err).__name__}: {err}); the app's log has the details"
 
-        return self._jobs.start(name, work, failed=failed)  # JobBusy (kind busy) while another one runs
+        try:
+            return self._jobs.start(name, work, failed=failed)
+        except JobBusy as err:
+            self.record(who, name, f"refused: {err.message}", ok=False)
+            raise
 
     def engine_settings(self, token: str | None) -> dict[str, Any]:
         """Admin only: the engine settings the page lets the admin change, as they are now."""
@@ -113,8 +118,6 @@ class AdminService:
     def job(self, token: str | None, job_id: str | None) -> Job | None:
         self.check(token)
         return self._jobs.get(job_id)
-
-    # -- the catalog ------------------------------------------------------------------------
 
     def entries(self) -> list[catalog.CatalogEntry]:
         path = self.settings.engine.catalog_path
@@ -257,8 +260,6 @@ class AdminService:
         self.record(who, action, f"{info.name} loaded in {info.load_s:.1f} s")
         return info
 
-    # -- backups (app/backup.py) and logs (app/logs.py) --------------------------------------
-
     def backup(self, token: str | None, *, who: str) -> Path:
         """Admin only: a fresh backup archive to download (the last few are kept in a temporary folder)."""
         who = self.sessions.named(token, who)  # the admin's name, for the log
@@ -283,8 +284,6 @@ class AdminService:
         """Admin only: the last `limit` bytes of the app's log and of each local card agent's."""
         self.check(token)
         return logs.recent(self.settings.data_dir, limit)
-
-    # -- the log ----------------------------------------------------------------------------
 
     def record(self, who: str, action: str, detail: str, *, ok: bool = True) -> None:
         with self._database.atomic() as db:

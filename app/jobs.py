@@ -47,7 +47,7 @@ class Jobs:
         with self._lock:
             running = next((j for j in self._jobs.values() if j.state == "running"), None)
             if running is not None:
-                raise JobBusy(f"another action is still running: {running.name}")
+                raise JobBusy(f"{name} was not started: {running.name} is still running; try again once it has ended")
             job = Job(uuid.uuid4().hex[:12], name, "running", "", time.time())
             self._jobs[job.id] = job
             for old in sorted(self._jobs.values(), key=lambda j: j.started_at)[: -self.keep]:

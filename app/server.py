@@ -93,7 +93,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     mount(kiosk.build(ctx), "/kiosk", footer_links=[], css_paths=[*css, ASSETS / "kiosk.css"], js=reconnect)
     restore_mb = ctx.settings.backup.max_upload_mb  # a backup holds every document: more than one may be
     admin = admin_page.build(ctx.admin, ctx.people, ctx.status)
-    mount(admin, "/admin", footer_links=[], css_paths=css, max_file_bytes=restore_mb * 2**20)
+    mount(admin, "/admin", footer_links=[], css_paths=css, max_file_bytes=restore_mb * 2**20, js=reconnect)
     mount(page.build(ctx), "", footer_links=["api"], css_paths=css, js=_scripts("kiosk.js", "quartet.js"))
     return api
 

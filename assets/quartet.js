@@ -16,7 +16,18 @@
 
   const numbers = (text) => text.split(",").map((n) => n.trim());
 
+  function listed() {
+    // the numbers the Sources list offers ("[1] file, page 2"): a number the model made up is no link
+    const known = new Set();
+    for (const label of document.querySelectorAll("#sources label")) {
+      const head = label.innerText.trim().match(/^\[([\d,\s]+)\]/);
+      if (head) numbers(head[1]).forEach((n) => known.add(n));
+    }
+    return known;
+  }
+
   function wrap(container) {
+    const known = container.matches("#answer") ? listed() : null;
     const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT, {
       acceptNode: (node) => {
         if (node.parentElement.closest("code, pre, button.q-cite")) return NodeFilter.FILTER_REJECT;
@@ -30,7 +41,9 @@
       const text = node.nodeValue;
       const parts = document.createDocumentFragment();
       let last = 0;
+      let made = 0;
       for (const match of text.matchAll(MARK)) {
+        if (known && !numbers(match[1]).some((n) => known.has(n))) continue;
         parts.append(text.slice(last, match.index));
         const button = document.createElement("button");
         button.type = "button";
@@ -40,7 +53,9 @@
         button.textContent = match[0];
         parts.append(button);
         last = match.index + match[0].length;
+        made += 1;
       }
+      if (!made) continue; // left as it is: replacing it would only wake the observer again
       parts.append(text.slice(last));
       node.replaceWith(parts);
     }

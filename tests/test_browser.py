@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import CHAT_READY, extract_with, ingest, open_chat, open_tab, send
+from tests.browser_helpers import CHAT_READY, RUN_OVER, extract_with, ingest, open_chat, open_tab, send
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -290,7 +290,7 @@ def test_a_schema_with_a_table_shows_the_grid_takes_a_correction_and_exports_the
     page.get_by_role("option", name=report.name).click()
     page.keyboard.press("Escape")
     page.locator("#extract-run").click()
-    page.locator("#extract-progress").get_by_text("1 of 1 documents — done").wait_for(timeout=300_000)
+    page.locator("#extract-progress").get_by_text(RUN_OVER).wait_for(timeout=300_000)
     grid = page.locator("#extract-review table.q-grid[data-table='results']")
     try:
         grid.wait_for(timeout=15_000)

@@ -76,3 +76,25 @@ def test_a_correction_that_does_not_fit_its_type_is_refused_naming_the_type(
         f"{page.locator(TOAST).count()} toasts: {page.locator(TOAST).all_inner_texts()}"
     )
     page.screenshot(path=str(artifacts / f"extraction-unfit-{kind}-1280x800.png"))
+
+
+AFTER = "e => getComputedStyle(e, '::after').content"
+
+
+def test_a_corrected_cell_shows_its_pencil_and_an_empty_one_its_dash(artifacts: Path, invoice_page: Any) -> None:
+    """Issue 22 item 19: no ✎ on a corrected cell, no flag on empty cells."""
+    page = invoice_page
+    cell = cell_of(page, "seller")
+    cell.dblclick()
+    editor = cell.locator("input, textarea").first
+    editor.fill("Quartet Labs AG")
+    editor.press("Enter")
+    try:
+        wait_until(lambda: "✎" in cell_of(page, "seller").locator("span.text").first.evaluate(AFTER), 20, 0.3)
+    except TimeoutError:
+        shown = cell_of(page, "seller").locator("span.text").first.evaluate(AFTER)
+        raise AssertionError(f"the corrected cell's flag is {shown!r}") from None
+    spans = page.locator("#extract-results [role=gridcell] span.text")
+    empty = [s.evaluate(AFTER) for s in spans.all() if not s.inner_text().strip()]
+    page.screenshot(path=str(artifacts / "extraction-flags-1280x800.png"))
+    assert all("–" in flag for flag in empty), f"empty cells' flags: {empty}"

@@ -97,7 +97,8 @@ def test_a_second_action_while_one_runs_is_refused_as_busy() -> None:
     first = jobs.start("switch", lambda: "✅ done" if release.wait(5) else "late", failed=str)
     with pytest.raises(JobBusy) as caught:
         jobs.start("restart", lambda: "never", failed=str)
-    assert caught.value.kind == "busy" and "still running: switch" in caught.value.message
+    assert caught.value.kind == "busy"
+    assert caught.value.message == "restart was not started: switch is still running; try again once it has ended"
     release.set()
     assert ended(jobs, first).text == "✅ done"
 
@@ -115,3 +116,17 @@ def test_the_admin_log_has_one_row_per_password_checked(tmp_path: Path) -> None:
     token = admin.login("pw", who="web 10.0.0.10", client="@10.0.0.10")  # another address is not held up
     rows = [r for r in admin.log(token, limit=100) if r["who"] == "admin (web 10.0.0.9)"]
     assert checked == 1 and len(rows) == checked, rows
+
+
+def test_an_action_asked_while_another_runs_is_refused_in_the_admin_log(tmp_path: Path) -> None:
+    """Issue 22 item 15: a switch asked while a reload ran left no trace in the admin log."""
+    admin = _admin(tmp_path)
+    token = admin.login("pw", who="web 10.0.0.1", client="@10.0.0.1")
+    release = threading.Event()
+    admin._jobs.start("engine restart", lambda: "✅" if release.wait(5) else "late", failed=str)
+    with pytest.raises(JobBusy, match="engine restart is still running"):
+        admin.start(token, "switch to demo", lambda: None, who="web 10.0.0.1")  # type: ignore[arg-type, return-value]
+    release.set()
+    refusal = admin.log(token)[0]
+    assert (refusal["who"], refusal["action"], refusal["ok"]) == ("web 10.0.0.1", "switch to demo", 0)
+    assert "engine restart is still running" in refusal["detail"]

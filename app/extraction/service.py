@@ -235,6 +235,7 @@ class ExtractionService:
     def _run(self, job: _Job) -> None:
         self._store.start_run(job.run_id)
         stopped = lambda: job.run_id in self._stopped  # noqa: E731
+        failed: list[str] = []  # "name: why" of each document whose result is an error (a timeout too)
         for done, doc in enumerate(job.documents):
             if stopped():
                 break
@@ -242,21 +243,22 @@ class ExtractionService:
                 for update in self.extract_one(doc.id, job.schema, cancelled=stopped):
                     if isinstance(update, Extraction):
                         problems = "; ".join(update.problems) or None
-                        self._store.save_result(
-                            job.run_id,
-                            doc.name,
-                            update.fields,
-                            document_id=doc.id,
-                            error=f"some parts failed: {problems}" if problems else None,
-                        )
+                        error = f"some parts failed: {problems}" if problems else None
+                        self._store.save_result(job.run_id, doc.name, update.fields, document_id=doc.id, error=error)
+                        failed += [f"{doc.name}: {error}"] if error else []
                         continue
                     waiting = f" (waiting, position {update.waiting})" if update.waiting else ""
                     with self._lock:
                         self._live[job.run_id] = f"document {done + 1} of {len(job.documents)} — {update.text}{waiting}"
             except ExtractionFailed as err:
+                if err.kind == "cancelled" and stopped():  # stopped while it waited or read: not a document done
+                    break
                 self._store.save_result(job.run_id, doc.name, {}, document_id=doc.id, error=str(err))
+                failed.append(f"{doc.name}: {err}")
             self._store.progress(job.run_id, done + 1)
         if stopped():
             self._store.finish_run(job.run_id, error="stopped by the user", stopped=True)
+        elif failed:  # listed as an error, as its export says of those documents (not "done")
+            self._store.finish_run(job.run_id, error=f"{len(failed)} of {len(job.documents)} failed — {failed[0]}")
         else:
             self._store.finish_run(job.run_id)

@@ -54,6 +54,8 @@ class Answer:
     done: bool = False
     error: str | None = None
     kind: Kind | None = None  # the failure's kind (app/errors.py): branch on it, not on `error`
+    cut: bool = False  # the answer reached its token limit: it ends there, perhaps mid-sentence
+    footer: str = ""  # what a whole-document answer rests on (its document and the pages it cites)
 
     def cited(self) -> list[Source]:
         """The sources the answer actually cites, in order of first citation."""
@@ -79,11 +81,7 @@ class Answerer:
 
     def sources(self, question: str, *, document_ids: Sequence[int] | None = None) -> list[Source]:
         hits = self.knowledge.search(question, k=self.k, document_ids=document_ids)
-        kept = self._relevant(question, hits)
-        return [
-            Source(i, h.document_id, h.name, h.page, h.start, h.end, h.text, round(h.score, 4), h.ocr)
-            for i, h in enumerate(kept, start=1)
-        ]
+        return numbered(self._relevant(question, hits))
 
     def _relevant(self, question: str, hits: list[Hit]) -> list[Hit]:
         if not hits:
@@ -112,13 +110,14 @@ class Answerer:
         if not sources:
             yield Answer(NOTHING_FOUND, [], done=True)
             return
-        entries = [f"[{s.number}] {s.name}, page {s.page}:\n{s.text.strip()}" for s in sources]
+        entries = _entries(sources)  # one per number: the passages of one page go together
         try:
             listed = self._fitting(entries, question)
         except EngineError as err:
             yield Answer("", sources, done=True, error=str(err), kind=err.kind)
             return
-        yield from stream(self.engine, self._request(entries[:listed], question), sources[:listed], cancelled=cancelled)
+        given = [s for s in sources if s.number <= listed]
+        yield from stream(self.engine, self._request(entries[:listed], question), given, cancelled=cancelled)
 
     def _request(self, entries: list[str], question: str) -> GenerationRequest:
         prompt = self.template.format(sources="\n\n".join(entries), question=question.strip())
@@ -139,6 +138,38 @@ class Answerer:
             used += tokens + 1  # the blank line between two sources
             listed += 1
         return listed
+
+
+def numbered(hits: list[Hit]) -> list[Source]:
+    """The passages found as sources, numbered by distinct source (a document's page): three passages of one
+    page are one source, [1], not [1] [2] [3] pointing at the same page."""
+    numbers: dict[tuple[int, int], int] = {}
+    for h in hits:
+        numbers.setdefault((h.document_id, h.page), len(numbers) + 1)
+    return [
+        Source(
+            numbers[h.document_id, h.page],
+            h.document_id,
+            h.name,
+            h.page,
+            h.start,
+            h.end,
+            h.text,
+            round(h.score, 4),
+            h.ocr,
+        )
+        for h in hits
+    ]
+
+
+def _entries(sources: list[Source]) -> list[str]:
+    """The sources as the prompt lists them, one entry per number (in number order)."""
+    texts: dict[int, list[str]] = {}
+    heads: dict[int, str] = {}
+    for s in sources:
+        heads.setdefault(s.number, f"[{s.number}] {s.name}, page {s.page}:")
+        texts.setdefault(s.number, []).append(s.text.strip())
+    return [f"{heads[n]}\n" + "\n…\n".join(texts[n]) for n in sorted(heads)]
 
 
 def stream(
@@ -166,6 +197,6 @@ def stream(
             text += event.text
             yield Answer(text, sources, progress=progress)
         elif isinstance(event, Done):
-            yield Answer(text, sources, progress=progress, done=True)
+            yield Answer(text, sources, progress=progress, done=True, cut=event.stats.finish_reason == "length")
         elif isinstance(event, Failed):
             yield Answer(text, sources, progress=progress, done=True, error=event.message, kind=event.kind)

@@ -7,7 +7,9 @@ streams. Progress says which part is being read. Parts are sized by the engine's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator
+from dataclasses import replace
 from pathlib import Path
 
 from app.engine.events import EngineError, GenerationRequest, Message
@@ -15,7 +17,7 @@ from app.engine.service import EngineService
 from app.errors import NotFound, Refused
 from app.knowledge.answer import Answer, never_cancelled, stream
 from app.knowledge.service import KnowledgeService
-from app.knowledge.store import StoredChunk
+from app.knowledge.store import DocumentInfo, StoredChunk
 
 SUMMARY_TASK = "Summarise the main points."
 _SLACK_TOKENS = 32  # counted piece by piece, a prompt may differ from its whole by a token at each join; a
@@ -59,6 +61,13 @@ class Summariser:
             if doc is None:
                 raise NotFound(f"no document {document_id} in the knowledge base")
             raise Refused(f"document {document_id} is not indexed ({doc.status})")
+        for update in self._run(doc, question, cancelled):
+            yield grounded(update, doc.name, doc.pages_total)
+
+    def _run(
+        self, doc: DocumentInfo, question: str | None, cancelled: Callable[[], bool]
+    ) -> Generator[Answer, None, None]:
+        document_id = doc.id
         task = f"Answer this question: {question.strip()}" if question and question.strip() else SUMMARY_TASK
         try:
             groups = self.groups(self.knowledge.document_chunks(document_id), name=doc.name, task=task)
@@ -140,6 +149,31 @@ class Summariser:
         prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(notes), task=task)
         request = GenerationRequest(messages=(Message("user", prompt),), max_tokens=self.answer_tokens, temperature=0.2)
         yield from stream(self.engine, request, [], progress="writing the answer", cancelled=cancelled)
+
+
+_PAGE_REF = re.compile(r"\s?\[p(?:p)?\.\s*(\d+)(?:\s*[–-]\s*(\d+))?\]")
+
+
+def grounded(update: Answer, name: str, pages: int) -> Answer:
+    """A whole-document answer cites only pages the document has (a model's "[p. 51]" in an 8-page PDF is
+    dropped), and once done it says what it rests on: the document, the pages it cites, all of it read."""
+    cited: list[int] = []
+
+    def keep(match: re.Match[str]) -> str:
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if pages and not 1 <= first <= last <= pages:
+            return ""
+        cited.extend(range(first, last + 1))
+        return match.group(0)
+
+    text = _PAGE_REF.sub(keep, update.text)
+    footer = ""
+    if update.done and (text.strip() or update.progress == "stopped"):
+        read = f"all {pages} pages read" if pages > 1 else "read whole"
+        shown = ", ".join(str(p) for p in sorted(set(cited)))
+        pages_cited = f"page{'s' if len(set(cited)) > 1 else ''} {shown} cited, " if cited else ""
+        footer = f"Source: {name} — {pages_cited}{read}"
+    return replace(update, text=text, footer=footer)
 
 
 def _line(chunk: StoredChunk) -> str:

@@ -54,16 +54,7 @@ class LoadProgress:
                 rows.append(LoadRow(card=index, endpoint=endpoint))
                 continue
             low = self._lowest[endpoint] = min(self._lowest.get(endpoint, used), used)
-            gained = used - low
-            rows.append(
-                LoadRow(
-                    card=index,
-                    endpoint=endpoint,
-                    loaded_gib=round(gained / 2**30, 2),
-                    expected_gib=round(expected / 2**30, 2),
-                    pct=min(100, round(100 * gained / expected)),
-                )
-            )
+            rows.append(load_row(index, endpoint, gained=used - low, expected=expected))
         return rows
 
     def _memory_used(self, endpoint: str) -> int | None:
@@ -72,3 +63,18 @@ class LoadProgress:
             return int(read_health(self.health_url(endpoint), 0.5)["mem_used_bytes"])
         except Exception:  # no reading from this card now
             return None
+
+
+def load_row(card: int, endpoint: str, *, gained: int, expected: int) -> LoadRow:
+    """One card's row. Its memory grows by more than its weights (buffers, the KV cache, its other
+    processes): the estimate is then what it has gained, never a share "1.05 of ≈0.02 GiB (100 %)"."""
+    total = max(expected, gained)
+    return LoadRow(
+        card=card,
+        endpoint=endpoint,
+        loaded_gib=round(gained / 2**30, 2),
+        expected_gib=round(expected / 2**30, 2),
+        pct=min(99, round(100 * gained / total)),
+        loaded_bytes=gained,
+        expected_bytes=total,
+    )

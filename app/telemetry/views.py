@@ -62,8 +62,10 @@ class LoadRow(Frozen):
     card: int
     endpoint: str
     loaded_gib: float | None = None
-    expected_gib: float | None = None
-    pct: int | None = None
+    expected_gib: float | None = None  # its share of the weights
+    pct: int | None = None  # 0–99 while it loads (the load's end says it is whole, not a memory reading)
+    loaded_bytes: int | None = None
+    expected_bytes: int | None = None  # the share, or what the card gained when that is more (its buffers)
 
 
 class Health(BaseModel):

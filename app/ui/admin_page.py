@@ -38,6 +38,8 @@ _CATALOG = {
     "arch": "Architecture",
     "file": "File",
 }
+# Their widths: at 1280×800 the table fits the page and no header breaks inside a word ("Load/ed").
+_WIDTHS: list[str | int] = ["9%", "5%", "17%", "6%", "6%", "8%", "6%", "10%", "7%", "6%", "10%", "10%"]
 # The engine settings row, in the order of its fields (the cards' endpoints follow them).
 _SETTINGS = ["n_ctx", "n_threads", "n_batch", "n_ubatch", "kv_type", "tensor_split", "parallel", "background_slots"]
 
@@ -46,7 +48,7 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
     """`status()` gives the appliance's status (engine and cards) for the live panel."""
     with gr.Blocks(title="Quartet admin", analytics_enabled=False) as page:
         token, job = gr.State(None), gr.State(None)
-        gr.Markdown("## Quartet admin")
+        gr.Markdown("## Quartet admin", elem_id="q-header")  # where the offline banner shows (assets/kiosk.js)
         with gr.Column(visible=True) as login_box:
             name = gr.Textbox(label="Name (empty: the admin password of the settings)", elem_id="admin-name")
             password = gr.Textbox(label="Admin password", type="password", elem_id="admin-password")
@@ -58,7 +60,9 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
                 confirm = gr.Checkbox(label="Switch now: running answers stop, new ones wait", elem_id="confirm")
                 switch_button = gr.Button("Switch model", variant="primary", elem_id="switch")
             result = gr.Markdown(elem_id="switch-result")
-            table = gr.Dataframe(headers=list(_CATALOG.values()), interactive=False, wrap=True, elem_id="catalog")
+            table = gr.Dataframe(
+                headers=list(_CATALOG.values()), interactive=False, wrap=True, column_widths=_WIDTHS, elem_id="catalog"
+            )
             with gr.Accordion("Engine settings", open=False):
                 with gr.Row():
                     n_ctx = gr.Number(label="context", precision=0)
@@ -113,7 +117,7 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
                 [{label: _cell(row.get(k)) for k, label in _CATALOG.items()} for row in rows],
                 columns=list(_CATALOG.values()),
             )
-            return catalog, pd.DataFrame(log), gr.update(choices=[(row["name"], row["id"]) for row in rows])
+            return catalog, _log_frame(log), gr.update(choices=[(row["name"], row["id"]) for row in rows])
 
         @explained
         def on_login(login_name: str, secret: str, request: gr.Request) -> tuple[Any, ...]:
@@ -141,15 +145,15 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
                 return _live(status()), _progress(admin, status()), job_id, gr.update(), gr.update(), gr.update()
             return _live(status()), job_now.text, None, *overview(key)
 
-        def started(key: str | None, name: str, action: Any) -> tuple[str, str]:
-            job_now = admin.start(key, name, action)
+        def started(key: str | None, name: str, action: Any, request: gr.Request) -> tuple[str, str]:
+            job_now = admin.start(key, name, action, who=who(request))  # refused while another runs (logged)
             return job_now.id, f"⏳ {name}…"
 
         @explained
         def on_switch(key: str | None, model: str | None, confirmed: bool, request: gr.Request) -> tuple[str, str]:
             if not confirmed or not model:
                 raise Refused("Choose a model and tick the confirmation first.")
-            return started(key, f"switch to {model}", lambda: admin.switch_model(key, model, who=who(request)))
+            return started(key, f"switch to {model}", lambda: admin.switch_model(key, model, who=who(request)), request)
 
         @explained
         def on_apply(
@@ -174,15 +178,17 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
                 "parallel": slots,
                 "background_slots": background_slots,
             }  # the admin service checks each one
-            return started(key, "engine settings", lambda: admin.apply_settings(key, changes, who=who(request)))
+            return started(
+                key, "engine settings", lambda: admin.apply_settings(key, changes, who=who(request)), request
+            )
 
         @explained
         def on_cards(key: str | None, text: str, request: gr.Request) -> tuple[str, str]:
-            return started(key, "card change", lambda: admin.set_cards(key, _listed(text), who=who(request)))
+            return started(key, "card change", lambda: admin.set_cards(key, _listed(text), who=who(request)), request)
 
         @explained
         def on_restart(key: str | None, request: gr.Request) -> tuple[str, str]:
-            return started(key, "engine restart", lambda: admin.restart_engine(key, who=who(request)))
+            return started(key, "engine restart", lambda: admin.restart_engine(key, who=who(request)), request)
 
         @explained
         def on_ping(key: str | None, text: str) -> pd.DataFrame:
@@ -223,14 +229,36 @@ def _live(status: ApplianceStatus) -> str:
 
 
 def _progress(admin: AdminService, status: ApplianceStatus) -> str:
+    """'card 1 (…): 180 MiB of ≈250 MiB (72 %)': never more loaded than the total (the service corrects its
+    estimate by what a card gained), in a unit that shows a small model's share."""
     lines = [f"⏳ {status.message}"]
     for row in admin.load_progress():
-        lines.append(
-            f"- card {row.card} ({row.endpoint}): no memory reading"
-            if row.pct is None
-            else f"- card {row.card} ({row.endpoint}): {row.loaded_gib} of ≈{row.expected_gib} GiB ({row.pct} %)"
-        )
+        if row.pct is None or row.loaded_bytes is None or row.expected_bytes is None:
+            lines.append(f"- card {row.card} ({row.endpoint}): no memory reading")
+            continue
+        got, total = _size(row.loaded_bytes), _size(row.expected_bytes)
+        lines.append(f"- card {row.card} ({row.endpoint}): {got} of ≈{total} ({row.pct} %)")
     return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _log_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The admin log as people read it: when, who, what, the outcome in words (not the stored 1/0)."""
+    outcome = {1: "✓ done", 0: "✗ refused or failed"}
+    shown = [
+        {
+            "When": r["at"],
+            "Who": r["who"],
+            "Action": r["action"],
+            "Outcome": outcome[int(r["ok"])],
+            "Detail": r["detail"],
+        }
+        for r in rows
+    ]
+    return pd.DataFrame(shown, columns=["When", "Who", "Action", "Outcome", "Detail"])
 
 
 def _origins(sources: dict[str, str]) -> str:

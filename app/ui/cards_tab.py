@@ -10,7 +10,7 @@ import pandas as pd
 
 from app.telemetry.service import Telemetry
 from app.ui import display, panels
-from app.ui.wiring import OnLoad
+from app.ui.wiring import QUIET, OnLoad
 
 _EVERY_S = 1.0
 _PLOTS = [("tokens_per_s", "tokens/s"), ("load_pct", "load %"), ("temperature_c", "temperature °C")]
@@ -49,7 +49,7 @@ def build(telemetry: Telemetry) -> tuple[gr.Timer, OnLoad]:
         return panels.overall(now), panels.card_strip(now), *shown, gr.update(value=message, visible=bool(missing))
 
     outputs = [overall, strip, *plots, note]
-    timer.tick(refresh, None, outputs, queue=False, api_visibility="private")
+    timer.tick(refresh, None, outputs, **QUIET)
     return timer, OnLoad(refresh, [], outputs)
 
 

@@ -19,6 +19,7 @@ from app.ui.documents_view import (
     COLUMNS,
     WIDTHS,
     answer_md,
+    fate_line,
     names,
     page_html,
     progress_line,
@@ -90,18 +91,22 @@ def build(
                     really = gr.Button(
                         "Delete it for good", variant="stop", visible=False, elem_id="delete-doc-confirm"
                     )
+                managed = gr.Markdown(elem_id="manage-status")
                 clear = gr.Button("Remove every failed or duplicate document", elem_id="clear-failed")
             with gr.Row():
                 locked = gr.Dropdown(label="Password-protected PDF", choices=[], scale=2, elem_id="locked")
                 secret = gr.Textbox(label="Its password", type="password", scale=2, elem_id="pdf-password")
                 unlock = gr.Button("Open it", scale=1, elem_id="unlock")
+            unlocked = gr.Markdown(elem_id="unlock-status")
+    # the document this page last sent to "Index again" and to "Open it": their lines follow it
+    watched = gr.State({"reindex": None, "unlock": None})
 
     def listing(sent: list[list[Any]]) -> tuple[Any, ...]:
         docs, now = kb.documents(), kb.progress()
         ready = [(d.name, d.id) for d in docs if d.status == "ok"]
         return (
             library_table(docs, now),
-            progress_line(now),
+            progress_line(now, docs),
             uploads_md(sent, docs),
             gr.update(choices=ready),
             gr.update(choices=ready),
@@ -133,29 +138,41 @@ def build(
         sent = now + sent[:20]
         return "", sent, *listing(sent)
 
-    @explained
-    def on_unlock(doc_id: int | None, password: str, sent: list[list[Any]]) -> tuple[Any, ...]:
-        if doc_id is None or not password:
-            raise Refused("Choose the password-protected PDF and type its password.")
-        kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only
-        return "", *listing(sent)
+    def fates(watch: dict[str, int | None]) -> tuple[str, str]:
+        now = kb.progress()
+        doc = {key: kb.document(i) if i is not None else None for key, i in watch.items()}
+        return fate_line(doc["reindex"], now, "indexing again"), fate_line(doc["unlock"], now, "opening")
 
     @explained
-    def on_reindex(doc_id: int | None, sent: list[list[Any]]) -> tuple[Any, ...]:
+    def on_unlock(
+        doc_id: int | None, password: str, sent: list[list[Any]], watch: dict[str, int | None]
+    ) -> tuple[Any, ...]:
+        if doc_id is None or not password:
+            raise Refused("Choose the password-protected PDF and type its password.")
+        kb.unlock(doc_id, password)  # the password stays in memory, for this indexing only; the field keeps
+        watch = {**watch, "unlock": doc_id}  # it, and the line under the button says if it was wrong
+        return watch, fates(watch)[1], *listing(sent)
+
+    @explained
+    def on_reindex(doc_id: int | None, sent: list[list[Any]], watch: dict[str, int | None]) -> tuple[Any, ...]:
         if doc_id is None:
             raise Refused("Choose a document first.")
         kb.reindex(doc_id)
-        return listing(sent)
+        watch = {**watch, "reindex": doc_id}
+        return watch, fates(watch)[0], *listing(sent)
 
     @explained
     def on_delete(doc_id: int | None, sent: list[list[Any]], request: gr.Request) -> tuple[Any, ...]:
         if doc_id is None:
             raise Refused("Choose a document first.")
+        doc = kb.document(doc_id)
         kb.delete(doc_id, by=owner_of(request))
+        gr.Info(f"{doc.name if doc else 'The document'} was deleted, its file too.", title="Deleted")
         return gr.update(visible=False), *listing(sent)
 
     def on_clear(sent: list[list[Any]]) -> tuple[Any, ...]:
-        kb.remove_failed()
+        removed = kb.remove_failed()
+        gr.Info(f"{removed} failed or duplicate document{'s' if removed != 1 else ''} removed.", title="Removed")
         return listing(sent)
 
     @explained
@@ -179,9 +196,9 @@ def build(
 
     quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
     lists = [table, progress, outcome, scope, whole, locked, chosen]
-    drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest")
+    drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest", show_progress="hidden")
     too_large.change(on_too_large, [too_large, uploads], [too_large, uploads, *lists], **may_refuse)
-    unlock.click(on_unlock, [locked, secret, uploads], [secret, *lists], **may_refuse)
+    unlock.click(on_unlock, [locked, secret, uploads, watched], [watched, unlocked, *lists], **may_refuse)
     # Stop marks the page's answer stopped; the answer, waiting in line or streaming, ends at the mark (app/ui/stops.py)
     asking = gr.on([ask.click, question.submit], stops.marker("clear", "ask"), None, None, **quiet)
     asking.then(on_ask, [question, scope], [answer, picked, found], **engine_bound)
@@ -190,10 +207,11 @@ def build(
     reading = run.click(stops.marker("clear", "read"), None, None, **quiet)
     reading.then(on_whole, [whole, whole_q], summary, **engine_bound)
     stop_run.click(stops.marker("stop", "read"), None, None, **quiet)
-    reindex.click(on_reindex, [chosen, uploads], lists, **may_refuse)
+    reindex.click(on_reindex, [chosen, uploads, watched], [watched, managed, *lists], **may_refuse)
     delete.click(lambda: gr.update(visible=True), None, really, **quiet)
     really.click(on_delete, [chosen, uploads], [really, *lists], **may_refuse)
     clear.click(on_clear, uploads, lists, **may_refuse)
     timer = gr.Timer(_EVERY_S, active=False)
     timer.tick(listing, uploads, lists, **quiet)
+    timer.tick(fates, watched, [managed, unlocked], **quiet)
     return timer, OnLoad(listing, [uploads], lists)

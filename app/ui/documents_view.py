@@ -4,6 +4,7 @@ of this page's uploads, the progress line, answers with their sources, a source'
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 from app.knowledge.answer import Answer, Source
@@ -75,11 +76,12 @@ def uploads_md(sent: list[list[Any]], docs: list[DocumentInfo]) -> str:
     return "\n".join(lines)
 
 
-def progress_line(progress: IngestProgress) -> str:
+def progress_line(progress: IngestProgress, docs: Sequence[DocumentInfo] = ()) -> str:
     """What indexing does now, phase by phase and each phase named with its step: 'step 1 of 3, reading
-    **a.pdf**: page 40 of 117'; then embedding (counted in pages), then saving."""
+    **a.pdf**: page 40 of 117'; then embedding (counted in pages), then saving. Idle, it says how many
+    documents are indexed and which could not be, and why (not "all indexed" over four broken files)."""
     if progress.idle:
-        return "All documents are indexed."
+        return _settled(docs)
     now = []
     for file in progress.running:
         step = f"step {PHASES.index(file.state) + 1} of {len(PHASES)}, " if file.state in PHASES else ""
@@ -96,6 +98,33 @@ def progress_line(progress: IngestProgress) -> str:
             now.append(f"{step}{file.state} **{literal(file.name)}**")
     waiting = f"{progress.queued_count} waiting" if progress.queued_count else ""
     return " · ".join(part for part in [*now, waiting] if part)
+
+
+def fate_line(doc: DocumentInfo | None, progress: IngestProgress, doing: str) -> str:
+    """Where a document an action of this page queued ("Index again", "Open it") stands now, said beside
+    its button: '⏳ indexing a.pdf again: embedding 3/8', '✅ a.pdf is indexed: 8 pages, 12 passages',
+    '⚠ a.pdf: wrong password'."""
+    if doc is None:
+        return ""
+    name = f"**{literal(doc.name)}**"
+    now = next((f for f in [*progress.running, *progress.queued] if f.path == doc.path), None)
+    if now is not None:
+        return f"{_phase(now)} — {doing} {name}"
+    if doc.status == "ok":
+        return f"✅ {name} is indexed: {doc.pages_total} pages, {doc.chunk_count} passages."
+    if doc.status == "error":
+        return f"⚠ {name} is not indexed: {literal(doc.error or 'no reason given')}"
+    return f"{STATUS.get(doc.status, doc.status)} — {name}"
+
+
+def _settled(docs: Sequence[DocumentInfo]) -> str:
+    failed = [d for d in docs if d.status == "error"]
+    indexed = sum(d.status == "ok" for d in docs)
+    if not failed:
+        return "All documents are indexed." if indexed else "No documents yet."
+    reasons = "; ".join(f"**{literal(d.name)}** — {literal(d.error or 'no reason given')}" for d in failed[:4])
+    more = f"; and {len(failed) - 4} more (see the Note column)" if len(failed) > 4 else ""
+    return f"{indexed} indexed · ⚠ {len(failed)} could not be indexed: {reasons}{more}."
 
 
 def _pages(sources: list[Source]) -> dict[tuple[int, int], list[Source]]:
@@ -115,7 +144,7 @@ def page_label(source: Source) -> str:
 
 def source_choices(sources: list[Source]) -> list[tuple[str, int]]:
     return [
-        (f"[{', '.join(str(s.number) for s in same)}] {same[0].name}, {page_label(same[0])}", same[0].number)
+        (f"[{same[0].number}] {same[0].name}, {page_label(same[0])}", same[0].number)
         for same in _pages(sources).values()
     ]
 
@@ -135,11 +164,14 @@ def answer_md(update: Answer, *, stopped: bool = False) -> str:
         text = f"_{queue_line(waiting=0, reading=True)}_\n\n" + text
     if update.error:
         text += f"\n\n⚠ {update.error}"
+    if update.done and update.cut:
+        text += "\n\n_✂ cut at the token limit: the answer ends here, perhaps mid-sentence._"
+    if update.done and update.footer:
+        text += f"\n\n{literal(update.footer)}"
     if update.done and update.sources:
         cited = update.cited() or update.sources
         text += "\n\n" + "  \n".join(
-            f"\\[{', '.join(str(s.number) for s in same)}\\] {literal(same[0].name)}, {page_label(same[0])}"
-            for same in _pages(cited).values()
+            f"\\[{same[0].number}\\] {literal(same[0].name)}, {page_label(same[0])}" for same in _pages(cited).values()
         )
     return text
 

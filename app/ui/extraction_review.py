@@ -20,6 +20,7 @@ _FLAGS = {
     "unverified": ("?", "background-color: rgba(255, 176, 32, 0.28);"),
     "conflict": ("⚠", "background-color: rgba(230, 60, 60, 0.22);"),
     "corrected": ("✎", "background-color: rgba(60, 130, 240, 0.20);"),
+    "missing": ("–", "background-color: rgba(128, 128, 128, 0.12);"),  # nothing found for it: an empty cell
     "": ("", ""),
 }
 
@@ -78,7 +79,7 @@ def widths(headers: list[str]) -> list[str | int]:
 
 def _flagged(headers: list[str], rows: list[list[tuple[str, str]]]) -> dict[str, Any]:
     data = [[text for text, _ in row] for row in rows]
-    marks = [[f"{text} {_FLAGS[flag][0]}" if text and _FLAGS[flag][0] else text for text, flag in row] for row in rows]
+    marks = [[f"{text} {_FLAGS[flag][0]}".strip() if _FLAGS[flag][0] else text for text, flag in row] for row in rows]
     styles = [[_style(flag) for _, flag in row] for row in rows]
     return {"headers": headers, "data": data, "metadata": {"display_value": marks, "styling": styles} if rows else None}
 
@@ -92,6 +93,8 @@ def _field_flag(result: Result, name: str) -> str:
     info = result.fields.get(name) or {}
     if name in result.corrected:
         return "corrected"
+    if not cell_text(result.final.get(name)):
+        return "missing"
     if info.get("conflict"):
         return "conflict"
     return {True: "ok", False: "unverified", None: ""}[info.get("verified")]
@@ -105,6 +108,8 @@ def _unsure(info: dict[str, Any]) -> str:
 def _cell_flag(value: Any, original: Any, verified: bool | None, corrected: bool) -> str:
     if corrected and cell_text(value) != cell_text(original):
         return "corrected"
+    if not cell_text(value):
+        return "missing"
     return {True: "ok", False: "unverified", None: ""}[verified if value is not None else None]
 
 

@@ -40,7 +40,8 @@ _FIELD_COLUMNS = list(TABLE_COLUMNS)
 _OVER = ("done", "stopped", "error")
 _QUEUED: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
 _EMPTY = "_No results yet: choose a template and documents, then **Extract**; earlier runs are under **Runs**._"
-_QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # only for steps that cannot fail
+# only for steps that cannot fail
+_QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}
 
 
 def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
@@ -99,7 +100,10 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         visible=False,
         interactive=True,
         wrap=True,
-        label="Results (edit a cell to correct it; ✓ found on its page, ? not found there, ⚠ conflict, ✎ corrected)",
+        label=(
+            "Results (edit a cell to correct it; ✓ found on its page, ? not found there, ⚠ conflict, ✎ corrected, "
+            "– nothing found)"
+        ),
         elem_id="extract-results",
     )
     view = gr.HTML(elem_id="extract-review")
@@ -277,7 +281,9 @@ def _run_choices(runs: list[Run]) -> list[tuple[str, int]]:
 
 def _progress(run: Run, live: str) -> str:
     line = f"**{run.title}**: {run.documents_done} of {run.documents_total} documents — {run.status}"
-    if run.status == "stopped":
+    if run.status == "stopped" and not run.documents_done:
+        line = f"**{run.title}** — stopped by the user before any document"
+    elif run.status == "stopped":
         line += " by the user before the end" if run.documents_done < run.documents_total else " by the user"
     elif run.error:
         line += f" — ⚠ {run.error}"

@@ -7,6 +7,7 @@ import gradio as gr
 
 from app.context import AppContext
 from app.ui import chat_tab, display, panels
+from app.ui.wiring import QUIET
 
 _EVERY_S = 2.0
 
@@ -29,7 +30,7 @@ def build(ctx: AppContext) -> gr.Blocks:
             status = ctx.status()
             return display.header_html(status), panels.card_strip(status, compact=True)
 
-        timer.tick(now, None, [header, strip], queue=False, api_visibility="private")
-        page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")
-        page.load(now, None, [header, strip], queue=False, api_visibility="private")
+        timer.tick(now, None, [header, strip], **QUIET)
+        page.load(load.fn, load.inputs, load.outputs, **QUIET)
+        page.load(now, None, [header, strip], **QUIET)
     return page

@@ -18,6 +18,7 @@ from app.ui import (
     extraction_tab,
     people_api,
 )
+from app.ui.wiring import QUIET
 
 _HEADER_EVERY_S = 2.0
 
@@ -55,7 +56,7 @@ def build(ctx: AppContext) -> gr.Blocks:
         admin_api.register(ctx.admin)
         people_api.register(ctx.people)
         timer = gr.Timer(_HEADER_EVERY_S)
-        timer.tick(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
+        timer.tick(lambda: display.header_html(ctx.status()), None, header, **QUIET)
         # a tab's timer only runs while the tab is shown
         timers = {chat: None, documents: documents_timer, extraction: extraction_timer, cards: cards_timer}
         every = [documents_timer, extraction_timer, cards_timer]
@@ -64,14 +65,13 @@ def build(ctx: AppContext) -> gr.Blocks:
                 lambda shown=timers[tab]: [gr.Timer(active=t is shown) for t in every],
                 None,
                 every,
-                queue=False,
-                api_visibility="private",
+                **QUIET,
             )
         # a tab as it is now, at once when shown (its timer's first tick comes a second or two later)
         for tab, now in ((documents, documents_now), (extraction, extraction_now), (cards, cards_now)):
-            tab.select(now.fn, now.inputs, now.outputs, queue=False, api_visibility="private")
+            tab.select(now.fn, now.inputs, now.outputs, **QUIET)
         for load in [*loads, cards_now]:
-            page.load(load.fn, load.inputs, load.outputs, queue=False, api_visibility="private")
+            page.load(load.fn, load.inputs, load.outputs, **QUIET)
         # the header as it is now, not as it was when the page was built (at boot: "no model · loading")
-        page.load(lambda: display.header_html(ctx.status()), None, header, queue=False, api_visibility="private")
+        page.load(lambda: display.header_html(ctx.status()), None, header, **QUIET)
     return page
