@@ -161,6 +161,36 @@ def test_a_person_made_on_the_admin_page_logs_in_at_once_and_is_logged_out_when_
     assert ada.predict(api_name="/conversations") == []  # the others are still logged in
 
 
+def test_a_disabled_person_is_refused_at_once_and_a_reset_password_leads_to_setting_a_new_one(guarded: str) -> None:
+    """On the running app: disabled, an open page session is refused at its next request and the login too;
+    enabled, it works again. A reset password logs in to nothing: the login says to go to /password, where
+    the person sets their own, which then logs in."""
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    token = ada.predict(GUARDED_ADMIN, api_name="/admin_login")
+    ada.predict("yan", "yan-password-1", "user", token, api_name="/add_person")
+    yan = Client(guarded, auth=("yan", "yan-password-1"), verbose=False)
+    assert yan.predict(api_name="/conversations") == []
+    ada.predict("yan", True, token, api_name="/disable_person")
+    with pytest.raises(Exception):  # noqa: B017 (gradio_client words a 401 in several ways)
+        yan.predict(api_name="/conversations")
+    with pytest.raises(Exception, match=r"(?i)login|credentials|401|auth"):
+        Client(guarded, auth=("yan", "yan-password-1"), verbose=False)
+    ada.predict("yan", False, token, api_name="/disable_person")
+    assert Client(guarded, auth=("yan", "yan-password-1"), verbose=False).predict(api_name="/conversations") == []
+
+    ada.predict("yan", "temporary-pw-1", token, api_name="/reset_password")
+    refused = httpx.post(f"{guarded}/login", data={"username": "yan", "password": "temporary-pw-1"}, timeout=10)
+    assert refused.status_code == 403 and "/password" in refused.text, refused.text
+    assert "Set a new password" in httpx.get(f"{guarded}/password", timeout=10).text
+    form = {"name": "yan", "password": "temporary-pw-1", "new_password": "yan-own-password"}
+    changed = httpx.post(f"{guarded}/password", data=form, timeout=10)
+    assert changed.status_code == 200 and changed.json()["ok"], changed.text
+    again = httpx.post(f"{guarded}/password", data=form, timeout=10)  # the temporary one is spent
+    assert again.status_code == 403 and not again.json()["ok"], again.text
+    assert Client(guarded, auth=("yan", "yan-own-password"), verbose=False).predict(api_name="/conversations") == []
+    ada.predict("yan", token, api_name="/remove_person")
+
+
 def test_wrong_page_logins_are_throttled_per_name(guarded: str) -> None:
     """20 wrong passwords for one name in a row: after the few a typo allows, the tries are not even
     checked (429, saying how long to wait) — the right password included; another name from the same
@@ -259,6 +289,7 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
     assert {"/backup", "/restore", "/admin_logs", "/engine_settings_now"} <= set(guarded)
     assert {"/people", "/add_person", "/reset_password", "/set_role", "/remove_person"} <= set(guarded)
     assert {"/api_keys", "/create_api_key", "/revoke_api_key"} <= set(guarded)
+    assert {"/rename_person", "/disable_person", "/end_sessions"} <= set(guarded)
     for token in (["a-list"], {"a": 1}, 7):  # before: "TypeError: unhashable type: 'list'"
         with pytest.raises(AppError, match="needs the admin session"):
             c.predict("demo", token, api_name="/switch_model")
@@ -274,6 +305,8 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         "role": "admin",
         "owner": "",
         "key_id": "x",
+        "new_name": "mallory-2",
+        "disabled": True,
     }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):
