@@ -191,6 +191,21 @@ def test_a_disabled_person_is_refused_at_once_and_a_reset_password_leads_to_sett
     ada.predict("yan", token, api_name="/remove_person")
 
 
+def test_a_person_makes_a_key_of_their_own_that_works_on_v1_until_they_revoke_it(guarded: str) -> None:
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    made = ada.predict("ada's agent", api_name="/create_my_api_key")
+    assert made["owner"] == "ada" and made["key"].startswith("qk-")
+    assert [k["id"] for k in ada.predict(api_name="/my_api_keys")] == [made["id"]]
+    bob = Client(guarded, auth=("bob", "builder-1999"), verbose=False)
+    assert bob.predict(api_name="/my_api_keys") == []  # not bob's to see
+    with pytest.raises(AppError, match="no live API key"):
+        bob.predict(made["id"], api_name="/revoke_my_api_key")
+    models = f"{guarded}/v1/models"
+    assert httpx.get(models, headers={"Authorization": f"Bearer {made['key']}"}, timeout=10).status_code == 200
+    ada.predict(made["id"], api_name="/revoke_my_api_key")
+    assert httpx.get(models, headers={"Authorization": f"Bearer {made['key']}"}, timeout=10).status_code == 401
+
+
 def test_wrong_page_logins_are_throttled_per_name(guarded: str) -> None:
     """20 wrong passwords for one name in a row: after the few a typo allows, the tries are not even
     checked (429, saying how long to wait) — the right password included; another name from the same
@@ -235,7 +250,8 @@ def test_admin_tries_are_counted_per_login_and_address_not_per_session() -> None
 
 
 def test_another_user_cannot_read_a_run_or_delete_a_document(guarded: str, tmp_path: Path) -> None:
-    """With logins, a run is its user's and a document may be deleted by the user who uploaded it."""
+    """With logins, the library is everyone's, a run is its user's and a document may be deleted by the user
+    who uploaded it (docs/using.md, "What is shared and what is yours")."""
     ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
     bob = Client(guarded, auth=("bob", "builder-1999"), verbose=False)
     doc = tmp_path / "ada-invoice-7781.txt"
@@ -245,6 +261,7 @@ def test_another_user_cannot_read_a_run_or_delete_a_document(guarded: str, tmp_p
         (d for d in ada.predict(api_name="/documents") if d["name"] == doc.name and d["status"] == "ok"), None
     )
     found = wait_until(indexed, timeout=120, every=0.5)
+    assert doc.name in [d["name"] for d in bob.predict(api_name="/documents")]  # the library is shared
     run_id = ada.predict([doc.name], "", "invoice", api_name="/extraction_run")
     assert ada.predict(run_id, api_name="/extraction_results")["documents_total"] == 1
     with pytest.raises(AppError, match=f"there is no extraction run {run_id}"):
