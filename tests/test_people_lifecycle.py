@@ -178,3 +178,13 @@ def test_a_person_makes_lists_and_revokes_keys_of_their_own(tmp_path: Path) -> N
     box.people.revoke_own_key("alice", mine.key.id, where="test")
     assert not box.keys.allows(f"Bearer {mine.secret}")
     assert ("alice (test)", "revoke API key") in [(w, a) for w, a, _, _ in box.log]
+
+
+def test_a_person_added_on_a_box_started_without_logins_is_told_they_log_in_after_a_restart(tmp_path: Path) -> None:
+    box = Box(tmp_path / "q.db")
+    token = box.login(ADMIN_PW)
+    box.people.logins_on = False  # as app/server.py sets it on a box started without people
+    said = box.people.add_person(token, "alice", "alice-pw-123", "user", where="test")
+    assert "after a restart" in said and "can log in now" not in said
+    box.people.logins_on = True
+    assert "can log in now" in box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
