@@ -167,6 +167,9 @@ def test_a_disabled_person_is_refused_at_once_and_a_reset_password_leads_to_sett
     the person sets their own, which then logs in."""
     ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
     token = ada.predict(GUARDED_ADMIN, api_name="/admin_login")
+    assert ada.predict(GUARDED_ADMIN, "admin", api_name="/admin_login")  # the admin password is the person admin's
+    as_admin = Client(guarded, auth=("admin", GUARDED_ADMIN), verbose=False)  # who logs in to the pages too
+    assert as_admin.predict(api_name="/conversations") == []
     ada.predict("yan", "yan-password-1", "user", token, api_name="/add_person")
     yan = Client(guarded, auth=("yan", "yan-password-1"), verbose=False)
     assert yan.predict(api_name="/conversations") == []
