@@ -167,7 +167,8 @@ class AdminService:
         """Each card's memory now, with what the loaded model holds there (freed before the next load)."""
         status = self.telemetry.status()
         placed = {card.endpoint: card.layer_bytes for card in status.cards}
-        held = catalog.held(self.engine.config, placed) if status.model else {}
+        # an upstream holds nothing on cards (none configured: splitting a GGUF over none raised StopIteration)
+        held = catalog.held(self.engine.config, placed) if status.model and self.engine.config.cards else {}
         return {
             card.endpoint: catalog.CardMemory(card.mem_total_bytes, card.mem_used_bytes, held.get(card.endpoint, 0))
             for card in status.cards

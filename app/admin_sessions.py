@@ -2,7 +2,7 @@
 their own password), how long it lasts, and the check every admin action makes.
 
 A session opened by a person is checked against the database at every action: once that person is
-removed, loses the admin role or has their password reset, their sessions are refused at once. Each
+removed, disabled, loses the admin role or has their password reset, their sessions are refused at once. Each
 session also has an upload ticket, which the admin page's browser sends as a cookie so that the restore
 upload (far larger than a document) is taken from an admin only (app/page_logins.py `AdminUploads`).
 """
@@ -69,14 +69,32 @@ class AdminSessions:
                 + (f"; try again in {delay:.0f} s" if delay >= 1 else "")
             )
         self._throttle.succeeded(key)
-        if name and self.people.role(name) != "admin":
-            self._record(who, "login", f"refused: {name!r} is a user, not an admin", ok=False)
+        person = self.people.person(name) if name else None
+        if person is not None and person.must_change:
+            self._record(who, "login", f"refused: {name!r} must set a new password first", ok=False)
+            raise AdminDenied(f"{name}'s password was reset: set a new one first (at /password), then log in")
+        if name and self.people.active_role(name) != "admin":
+            self._record(who, "login", f"refused: {name!r} is not an admin here (a user, or disabled)", ok=False)
             raise AdminDenied(f"{name} may not use the admin page: ask an admin for the admin role")
         token = secrets.token_urlsafe(24)
         with self._lock:
             self._sessions[token] = Session(name, time.monotonic() + SESSION_S, secrets.token_urlsafe(24))
         self._record(who, "login", f"admin session opened for {name or 'the configured admin'}")
         return token
+
+    def verify(self, name: str, password: str, *, client: str) -> None:
+        """A person's own password checked, throttled per name and client as the logins are (AdminDenied)."""
+        key = f"{name}/{client}"
+        wait_s = self._throttle.wait_s(key)
+        if wait_s > 0:
+            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
+        stored = self.people.password_hash(name) if isinstance(name, str) else None
+        found = self.people.person(name) if stored else None
+        right = isinstance(password, str) and verify_password(password, stored or self._dummy) and stored is not None
+        if not right or found is None or found.disabled:
+            delay = self._throttle.failed(key)
+            raise AdminDenied("wrong name or password" + (f"; try again in {delay:.0f} s" if delay >= 1 else ""))
+        self._throttle.succeeded(key)
 
     def check(self, token: str | None) -> Session:
         """The session of `token`, or AdminDenied: none, expired, or its person no longer an admin."""
@@ -86,9 +104,9 @@ class AdminSessions:
             session = self._sessions.get(token or "")
         if session is None or session.expires < time.monotonic():
             raise AdminDenied("this needs the admin session: log in on the admin page first")
-        if session.name and self.people.role(session.name) != "admin":
+        if session.name and self.people.active_role(session.name) != "admin":
             self.end(session.name)
-            raise AdminDenied(f"{session.name} is no longer an admin: the admin session has ended")
+            raise AdminDenied(f"{session.name} is no longer an admin (or is disabled): the admin session has ended")
         return session
 
     def named(self, token: str | None, where: str) -> str:

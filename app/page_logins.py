@@ -1,6 +1,7 @@
 """The page logins (`web.users`, and the people made on the admin page): every try costs the same whether
 the name exists or not, and wrong passwords are throttled per name and address, as the admin login is.
-A person removed or given a new password on the admin page has their page sessions ended at once.
+A person removed, disabled or given a new password on the admin page has their page sessions ended at once;
+with a reset password the login is refused (403) until they set a new one at /password.
 
 Gradio calls the login check with the name and password only, so the caller's address reaches it
 through `CallerAddress`, the ASGI layer that notes each request's client in a context variable."""
@@ -29,9 +30,11 @@ class PageLogins:
         *,
         throttle: LoginThrottle | None = None,
         made: Callable[[str], str | None] = lambda name: None,
+        must_change: Callable[[str], bool] = lambda name: False,
     ) -> None:
-        """`users`: the settings file's; `made(name)`: the hash of a person made on the admin page (first)."""
-        self.users, self.made = dict(users), made
+        """`users`: the settings file's; `made(name)`: the hash of a person made on the admin page (first);
+        `must_change(name)`: their password was reset, so the right one leads to /password, not in."""
+        self.users, self.made, self.must_change = dict(users), made, must_change
         self.throttle = throttle or LoginThrottle(free=3)
         # An unknown name is checked against this, so it takes as long as a known one.
         self._dummy = hash_password("not a password", iterations=_iterations([*self.users.values(), hash_password("")]))
@@ -58,6 +61,8 @@ class PageLogins:
         right = await asyncio.to_thread(verify_password, password, stored or self._dummy)
         if right and stored is not None:
             self.throttle.succeeded(who)
+            if await asyncio.to_thread(self.must_change, name):
+                raise fastapi.HTTPException(403, f"{name}: your password was reset: set a new one at /password first")
             return True
         self.throttle.failed(who)
         return False

@@ -53,12 +53,26 @@ def _m001(db: sqlite_utils.Database) -> None:
     db.table("api_keys").create_index(["digest"], unique=True)
 
 
+@MIGRATIONS(name="002_disabled_must_change_upgraded")
+def _m002(db: sqlite_utils.Database) -> None:
+    db.table("people").add_column("disabled_at", str)  # set: refused everywhere, nothing of theirs deleted
+    db.table("people").add_column("must_change", int, not_null_default=0)  # a reset password: set a new one
+    db.table("people").add_column("upgraded", int, not_null_default=0)  # `admin`, made of web.admin_password_hash
+
+
 @dataclass(frozen=True)
 class Person:
     name: str
     role: Role
     created_at: str
     changed_at: str
+    disabled: bool = False
+    must_change: bool = False
+    upgraded: bool = False  # made at a start from the settings' admin password (not a page login of its own)
+
+
+# Where an owner is written as "user:<login>": a rename moves these rows with the person.
+OWNED = (("conversations", "owner"), ("extraction_runs", "owner"), ("uploaders", "owner"))
 
 
 @dataclass(frozen=True)
@@ -81,9 +95,11 @@ def made_here(path: Path) -> tuple[bool, bool]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(people)")}
+        mine = " WHERE upgraded = 0" if "upgraded" in columns else ""  # not the `admin` of the admin password
         return tuple(  # type: ignore[return-value]
-            name in tables and conn.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is not None
-            for name in ("people", "api_keys")
+            name in tables and conn.execute(f"SELECT 1 FROM {name}{where} LIMIT 1").fetchone() is not None
+            for name, where in (("people", mine), ("api_keys", ""))
         )
     finally:
         conn.close()
@@ -108,7 +124,17 @@ class PeopleStore:
     def people(self) -> list[Person]:
         with self._database.read() as db:
             rows = list(db.table("people").rows_where(order_by="name"))
-        return [Person(r["name"], r["role"], r["created_at"], r["changed_at"]) for r in rows]
+        return [_person(r) for r in rows]
+
+    def person(self, name: str) -> Person | None:
+        with self._database.read() as db:
+            rows = list(db.table("people").rows_where("name = ?", [name]))
+        return _person(rows[0]) if rows else None
+
+    def active_role(self, name: str) -> Role | None:
+        """The role of a person who may act now (None: no such person, or disabled)."""
+        found = self.person(name)
+        return found.role if found is not None and not found.disabled else None
 
     def password_hash(self, name: str) -> str | None:
         with self._database.read() as db:
@@ -120,28 +146,58 @@ class PeopleStore:
             rows = list(db.table("people").rows_where("name = ?", [name], select="role"))
         return rows[0]["role"] if rows else None
 
-    def add(self, name: str, password_hash: str, role: Role) -> bool:
+    def add(self, name: str, password_hash: str, role: Role, *, upgraded: bool = False) -> bool:
         """False when the name is taken."""
         at = now()
+        row = {"name": name, "password_hash": password_hash, "role": role, "created_at": at, "changed_at": at}
         with self._database.atomic() as db:
             if db.table("people").count_where("name = ?", [name]):
                 return False
-            db.table("people").insert(
-                {"name": name, "password_hash": password_hash, "role": role, "created_at": at, "changed_at": at}
-            )
+            db.table("people").insert(row | {"upgraded": int(upgraded)})
         return True
 
-    def change(self, name: str, *, password_hash: str | None = None, role: Role | None = None) -> bool:
-        """False when there is no such person."""
-        values: dict[str, str] = {"changed_at": now()}
+    def change(
+        self,
+        name: str,
+        *,
+        password_hash: str | None = None,
+        role: Role | None = None,
+        disabled: bool | None = None,
+        must_change: bool | None = None,
+    ) -> bool:
+        """False when there is no such person. Disabling takes their keys out of the live ones at the commit."""
+        values: dict[str, str | int | None] = {"changed_at": now()}
         if password_hash is not None:
             values["password_hash"] = password_hash
         if role is not None:
             values["role"] = role
+        if disabled is not None:
+            values["disabled_at"] = now() if disabled else None
+        if must_change is not None:
+            values["must_change"] = int(must_change)
         with self._database.atomic() as db:
             if not db.table("people").count_where("name = ?", [name]):
                 return False
             db.table("people").update(name, values)
+            if disabled is not None:
+                self._database.after_commit(self._reload_keys)
+        return True
+
+    def rename(self, old: str, new: str) -> bool:
+        """Rename in one transaction, moving what is theirs with them: the rows owned by `user:<old>`, their
+        keys. False when `old` is not a person or `new` is taken."""
+        with self._database.atomic() as db:
+            if not db.table("people").count_where("name = ?", [old]) or db.table("people").count_where(
+                "name = ?", [new]
+            ):
+                return False
+            db.execute("UPDATE people SET name = ?, changed_at = ? WHERE name = ?", [new, now(), old])
+            db.execute("UPDATE api_keys SET owner = ? WHERE owner = ?", [new, old])
+            db.execute("UPDATE api_keys SET created_by = ? WHERE created_by = ?", [new, old])
+            for table, column in OWNED:
+                if db.table(table).exists():
+                    db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", [f"user:{new}", f"user:{old}"])
+            self._database.after_commit(self._reload_keys)
         return True
 
     def remove(self, name: str) -> bool:
@@ -156,7 +212,7 @@ class PeopleStore:
 
     def admins(self) -> int:
         with self._database.read() as db:
-            return db.table("people").count_where("role = 'admin'")
+            return db.table("people").count_where("role = 'admin' AND disabled_at IS NULL")
 
     # -- API keys ---------------------------------------------------------------------------
 
@@ -214,11 +270,30 @@ class PeopleStore:
 
     def _reload_keys(self) -> None:
         with self._database.read() as db:
-            rows = list(db.execute("SELECT digest, id, owner FROM api_keys WHERE revoked_at IS NULL").fetchall())
+            rows = list(db.execute(_LIVE).fetchall())
             ever = db.table("api_keys").count > 0
         with self._lock:
             self._live = {digest: (key_id, owner) for digest, key_id, owner in rows}
             self._ever = ever
+
+
+# The live keys: not revoked, and not of a disabled person (a key of the configured admin has no person).
+_LIVE = (
+    "SELECT k.digest, k.id, k.owner FROM api_keys k LEFT JOIN people p ON p.name = k.owner"
+    " WHERE k.revoked_at IS NULL AND p.disabled_at IS NULL"
+)
+
+
+def _person(r: dict[str, object]) -> Person:
+    return Person(
+        str(r["name"]),
+        r["role"],  # type: ignore[arg-type]
+        str(r["created_at"]),
+        str(r["changed_at"]),
+        disabled=bool(r.get("disabled_at")),
+        must_change=bool(r.get("must_change")),
+        upgraded=bool(r.get("upgraded")),
+    )
 
 
 def _key(row: dict[str, str | None]) -> ApiKey:

@@ -36,15 +36,32 @@ class PeopleAdmin:
     ) -> None:
         self.store, self.sessions, self.settings, self._record = people, sessions, settings, record
         self.on_end: list[Callable[[str], None]] = []  # each ends a person's page sessions (app/page_logins.py)
+        self.logins_on = True  # whether the pages ask for logins at this start (app/server.py says)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """The configured admin password becomes that of the first admin, a person named `admin` (once, in
+        place: the nameless login with it keeps working). Such a person alone does not switch page logins on."""
+        configured = self.settings.web.admin_password_hash
+        free = "admin" not in self.settings.web.users and self.store.person("admin") is None
+        if configured and free and self.store.add("admin", configured, "admin", upgraded=True):
+            self._record("start", "add person", "admin (admin), from web.admin_password_hash")
 
     # -- what the pages' logins and the key layers read -------------------------------------
 
     def login_hash(self, name: str) -> str | None:
-        """The password hash of a person made here (None: no such person)."""
-        return self.store.password_hash(name)
+        """The password hash of a person made here who may log in (None: no such person, or disabled)."""
+        found = self.store.person(name)
+        return None if found is None or found.disabled else self.store.password_hash(name)
+
+    def must_change(self, name: str) -> bool:
+        """Whether this person's password was reset: they set a new one before anything else."""
+        found = self.store.person(name)
+        return found is not None and found.must_change
 
     def any_people(self) -> bool:
-        return bool(self.store.people())
+        """Whether anyone logs in to the pages (the `admin` made of the admin password alone does not count)."""
+        return any(not p.upgraded for p in self.store.people())
 
     def key_owner(self, secret: str) -> str | None:
         """The person a live key made here belongs to ("" for the configured admin's; None: no such key)."""
@@ -64,7 +81,9 @@ class PeopleAdmin:
             rows.append({"name": "(admin password)", "role": "admin", "from": "the settings file", "changed": ""})
         made = self.store.people()
         for person in made:
-            rows.append({"name": person.name, "role": person.role, "from": "this page", "changed": person.changed_at})
+            role = person.role + (" (disabled)" if person.disabled else "")
+            role += " (must set a password)" if person.must_change else ""
+            rows.append({"name": person.name, "role": role, "from": "this page", "changed": person.changed_at})
         for name in sorted(set(self.settings.web.users) - {p.name for p in made}):
             rows.append({"name": name, "role": "user", "from": "the settings file (web.users)", "changed": ""})
         return rows
@@ -78,16 +97,69 @@ class PeopleAdmin:
         if not self.store.add(name, hash_password(password), checked):
             raise Refused(f"there is already a person named {name}")
         self._record(who, "add person", f"{name} ({checked})")
-        return f"✅ {name} can log in now, as {'an admin' if checked == 'admin' else 'a user'}."
+        role = "an admin" if checked == "admin" else "a user"
+        if not self.logins_on and checked == "user":
+            return (
+                f"✅ {name} is added, as {role}. ⚠ The pages ask for logins only after a restart: this box "
+                "started without people, so until then every browser is its own (and no one logs in)."
+            )
+        return f"✅ {name} can log in now, as {role}."
 
     def reset_password(self, token: str | None, name: str, password: str, *, where: str) -> str:
         who = self._who(token, where)
         _password(password)
-        if not self.store.change(self._made_here(name), password_hash=hash_password(password)):
+        name = self._made_here(name)
+        if not self.store.change(name, password_hash=hash_password(password), must_change=True):
             raise NotFound(f"there is no person named {name!r}")
         self._end(name)
-        self._record(who, "reset password", f"{name}: their sessions ended")
-        return f"✅ {name}'s password is reset; they log in again with the new one."
+        self._record(who, "reset password", f"{name}: their sessions ended; they set a new one at their next login")
+        return f"✅ {name}'s password is reset: they log in with it once and then set a new one (at /password)."
+
+    def change_own_password(self, name: str, password: str, new: str, *, client: str) -> str:
+        """A person sets a new password with their current one (throttled as the logins are); what a reset
+        password leads to before anything else may be done."""
+        self.sessions.verify(name, password, client=client)
+        _password(new)
+        if new == password:
+            raise Refused("Choose a password other than the one you were given.")
+        self.store.change(name, password_hash=hash_password(new), must_change=False)
+        self._end(name)
+        self._record(f"{name} ({client})", "set own password", name)
+        return f"✅ {name}'s new password is set: log in with it."
+
+    def rename(self, token: str | None, name: str, new: str, *, where: str) -> str:
+        who = self._who(token, where)
+        name, new = self._made_here(name), _name(new)
+        if new in self.settings.web.users:
+            raise Refused(f"{new} is a login of the settings file (web.users): choose another name")
+        if not self.store.rename(name, new):
+            raise Refused(f"there is no person named {name!r}, or {new!r} is taken")
+        self._end(name)
+        self._record(who, "rename person", f"{name} → {new}: their conversations, uploads and keys go with them")
+        return f"✅ {name} is {new} now (their conversations and keys stay theirs); they log in with the new name."
+
+    def set_disabled(self, token: str | None, name: str, disabled: bool, *, where: str) -> str:
+        who = self._who(token, where)
+        name = self._made_here(name)
+        if disabled and self.store.role(name) == "admin":
+            self._keep_an_admin(name)
+        if not self.store.change(name, disabled=disabled):
+            raise NotFound(f"there is no person named {name!r}")
+        if disabled:
+            self._end(name)
+        self._record(who, "disable person" if disabled else "enable person", name)
+        if disabled:
+            return f"✅ {name} is disabled: their sessions ended, their keys are refused; nothing of theirs is deleted."
+        return f"✅ {name} is enabled again: their password and keys work as before."
+
+    def end_sessions(self, token: str | None, name: str, *, where: str) -> str:
+        who = self._who(token, where)
+        name = _name(name)
+        if self.store.person(name) is None and name not in self.settings.web.users:
+            raise NotFound(f"there is no person named {name!r}")
+        self._end(name)
+        self._record(who, "end sessions", name)
+        return f"✅ {name}'s sessions are ended: they log in again."
 
     def set_role(self, token: str | None, name: str, role: str, *, where: str) -> str:
         who = self._who(token, where)
@@ -145,6 +217,40 @@ class PeopleAdmin:
         secret, key = self.store.create_key(label, owner=owner, created_by=session.name or "admin")
         self._record(who, "create API key", f"{label} ({key.shown}) for {owner or 'the configured admin'}")
         return NewKey(secret, key)
+
+    # -- a person's own keys (their page login, no admin session) ------------------------------
+
+    def _own(self, login: str | None) -> str:
+        name = str(login or "")
+        if not name:
+            raise Refused("API keys of your own need a page login (this box has none): ask the admin for a key.")
+        if self.store.active_role(name) is None and name not in self.settings.web.users:
+            raise Refused(f"{name} may not make API keys here")
+        return name
+
+    def own_keys(self, login: str | None) -> list[ApiKey]:
+        """The keys of the logged-in person (their secrets never)."""
+        name = self._own(login)
+        return [k for k in self.store.keys() if k.owner == name]  # noqa: SIM118 (a store, not a dict)
+
+    def create_own_key(self, login: str | None, name: str, *, where: str) -> NewKey:
+        """A new key of the logged-in person's own: what a program does with it is theirs."""
+        owner = self._own(login)
+        label = " ".join(str(name or "").split())[:_LONGEST_NAME]
+        if not label:
+            raise Refused("Name the key first (what or who uses it: an agent, a script).")
+        secret, key = self.store.create_key(label, owner=owner, created_by=owner)
+        self._record(f"{owner} ({where})", "create API key", f"{label} ({key.shown}) for {owner}, their own")
+        return NewKey(secret, key)
+
+    def revoke_own_key(self, login: str | None, key_id: str, *, where: str) -> str:
+        owner = self._own(login)
+        if str(key_id or "") not in {k.id for k in self.own_keys(owner) if not k.revoked_at}:
+            raise NotFound(f"you have no live API key {key_id!r}")
+        key = self.store.revoke(str(key_id))
+        assert key is not None
+        self._record(f"{owner} ({where})", "revoke API key", f"{key.name} ({key.shown}), their own")
+        return f"✅ The key {key.name} ({key.shown}) is revoked: it is refused from now on."
 
     def revoke_key(self, token: str | None, key_id: str, *, where: str) -> str:
         who = self._who(token, where)

@@ -15,7 +15,7 @@ from gradio.exceptions import InvalidPathError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import errors
+from app.api import errors, password_routes
 from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
 from app.context import AppContext
@@ -86,7 +86,10 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     css = [ASSETS / "quartet.css"]
     # one throttle for every page; on when the settings file or the admin page (at this start) has people
     on = bool(settings.web.users) or ctx.people.any_people()
-    logins = PageLogins(settings.web.users, made=ctx.people.login_hash) if on else None
+    made, must_change = ctx.people.login_hash, ctx.people.must_change
+    logins = PageLogins(settings.web.users, made=made, must_change=must_change) if on else None
+    ctx.people.logins_on = on
+    password_routes.add(api, ctx.people)
     if logins:
         ctx.people.on_end.append(logins.end)
     mount = functools.partial(_mount, api, ctx, logins=logins)

@@ -161,6 +161,54 @@ def test_a_person_made_on_the_admin_page_logs_in_at_once_and_is_logged_out_when_
     assert ada.predict(api_name="/conversations") == []  # the others are still logged in
 
 
+def test_a_disabled_person_is_refused_at_once_and_a_reset_password_leads_to_setting_a_new_one(guarded: str) -> None:
+    """On the running app: disabled, an open page session is refused at its next request and the login too;
+    enabled, it works again. A reset password logs in to nothing: the login says to go to /password, where
+    the person sets their own, which then logs in."""
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    token = ada.predict(GUARDED_ADMIN, api_name="/admin_login")
+    assert ada.predict(GUARDED_ADMIN, "admin", api_name="/admin_login")  # the admin password is the person admin's
+    as_admin = Client(guarded, auth=("admin", GUARDED_ADMIN), verbose=False)  # who logs in to the pages too
+    assert as_admin.predict(api_name="/conversations") == []
+    ada.predict("yan", "yan-password-1", "user", token, api_name="/add_person")
+    yan = Client(guarded, auth=("yan", "yan-password-1"), verbose=False)
+    assert yan.predict(api_name="/conversations") == []
+    ada.predict("yan", True, token, api_name="/disable_person")
+    with pytest.raises(Exception):  # noqa: B017 (gradio_client words a 401 in several ways)
+        yan.predict(api_name="/conversations")
+    with pytest.raises(Exception, match=r"(?i)login|credentials|401|auth"):
+        Client(guarded, auth=("yan", "yan-password-1"), verbose=False)
+    ada.predict("yan", False, token, api_name="/disable_person")
+    assert Client(guarded, auth=("yan", "yan-password-1"), verbose=False).predict(api_name="/conversations") == []
+
+    ada.predict("yan", "temporary-pw-1", token, api_name="/reset_password")
+    refused = httpx.post(f"{guarded}/login", data={"username": "yan", "password": "temporary-pw-1"}, timeout=10)
+    assert refused.status_code == 403 and "/password" in refused.text, refused.text
+    assert "Set a new password" in httpx.get(f"{guarded}/password", timeout=10).text
+    form = {"name": "yan", "password": "temporary-pw-1", "new_password": "yan-own-password"}
+    changed = httpx.post(f"{guarded}/password", data=form, timeout=10)
+    assert changed.status_code == 200 and changed.json()["ok"], changed.text
+    again = httpx.post(f"{guarded}/password", data=form, timeout=10)  # the temporary one is spent
+    assert again.status_code == 403 and not again.json()["ok"], again.text
+    assert Client(guarded, auth=("yan", "yan-own-password"), verbose=False).predict(api_name="/conversations") == []
+    ada.predict("yan", token, api_name="/remove_person")
+
+
+def test_a_person_makes_a_key_of_their_own_that_works_on_v1_until_they_revoke_it(guarded: str) -> None:
+    ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
+    made = ada.predict("ada's agent", api_name="/create_my_api_key")
+    assert made["owner"] == "ada" and made["key"].startswith("qk-")
+    assert [k["id"] for k in ada.predict(api_name="/my_api_keys")] == [made["id"]]
+    bob = Client(guarded, auth=("bob", "builder-1999"), verbose=False)
+    assert bob.predict(api_name="/my_api_keys") == []  # not bob's to see
+    with pytest.raises(AppError, match="no live API key"):
+        bob.predict(made["id"], api_name="/revoke_my_api_key")
+    models = f"{guarded}/v1/models"
+    assert httpx.get(models, headers={"Authorization": f"Bearer {made['key']}"}, timeout=10).status_code == 200
+    ada.predict(made["id"], api_name="/revoke_my_api_key")
+    assert httpx.get(models, headers={"Authorization": f"Bearer {made['key']}"}, timeout=10).status_code == 401
+
+
 def test_wrong_page_logins_are_throttled_per_name(guarded: str) -> None:
     """20 wrong passwords for one name in a row: after the few a typo allows, the tries are not even
     checked (429, saying how long to wait) — the right password included; another name from the same
@@ -205,7 +253,8 @@ def test_admin_tries_are_counted_per_login_and_address_not_per_session() -> None
 
 
 def test_another_user_cannot_read_a_run_or_delete_a_document(guarded: str, tmp_path: Path) -> None:
-    """With logins, a run is its user's and a document may be deleted by the user who uploaded it."""
+    """With logins, the library is everyone's, a run is its user's and a document may be deleted by the user
+    who uploaded it (docs/using.md, "What is shared and what is yours")."""
     ada = Client(guarded, auth=("ada", "lovelace-1815"), verbose=False)
     bob = Client(guarded, auth=("bob", "builder-1999"), verbose=False)
     doc = tmp_path / "ada-invoice-7781.txt"
@@ -215,6 +264,7 @@ def test_another_user_cannot_read_a_run_or_delete_a_document(guarded: str, tmp_p
         (d for d in ada.predict(api_name="/documents") if d["name"] == doc.name and d["status"] == "ok"), None
     )
     found = wait_until(indexed, timeout=120, every=0.5)
+    assert doc.name in [d["name"] for d in bob.predict(api_name="/documents")]  # the library is shared
     run_id = ada.predict([doc.name], "", "invoice", api_name="/extraction_run")
     assert ada.predict(run_id, api_name="/extraction_results")["documents_total"] == 1
     with pytest.raises(AppError, match=f"there is no extraction run {run_id}"):
@@ -259,6 +309,7 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
     assert {"/backup", "/restore", "/admin_logs", "/engine_settings_now"} <= set(guarded)
     assert {"/people", "/add_person", "/reset_password", "/set_role", "/remove_person"} <= set(guarded)
     assert {"/api_keys", "/create_api_key", "/revoke_api_key"} <= set(guarded)
+    assert {"/rename_person", "/disable_person", "/end_sessions"} <= set(guarded)
     for token in (["a-list"], {"a": 1}, 7):  # before: "TypeError: unhashable type: 'list'"
         with pytest.raises(AppError, match="needs the admin session"):
             c.predict("demo", token, api_name="/switch_model")
@@ -274,6 +325,8 @@ def test_every_endpoint_that_takes_an_admin_token_refuses_a_forged_one(appliance
         "role": "admin",
         "owner": "",
         "key_id": "x",
+        "new_name": "mallory-2",
+        "disabled": True,
     }
     for name, params in guarded.items():
         with pytest.raises(AppError, match="admin session"):

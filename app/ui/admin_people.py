@@ -36,9 +36,10 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
     with gr.Accordion("People and API keys", open=False):
         gr.Markdown(
             "People log in to the pages with their name and password; an admin also opens this page with "
-            "them. A person removed, made a user or given a new password is logged out at once. The people "
-            "of the settings file are listed and changed there. Page logins start when the app starts with "
-            "at least one person."
+            "them. A person removed, disabled, made a user or given a new password is logged out at once; "
+            "a reset password is used once, to set a new one (at /password). The people of the settings "
+            "file are listed and changed there. Page logins start when the app starts with at least one "
+            "person: the first person added to a box started without any logs in after a restart."
         )
         listed = gr.Dataframe(headers=_PEOPLE, interactive=False, label="People", elem_id="people")
         with gr.Row():
@@ -51,6 +52,12 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
             set_role = gr.Button("Set role", elem_id="set-role")
             sure = gr.Checkbox(label="Yes, remove this person", elem_id="remove-sure")
             remove = gr.Button("Remove person", variant="stop", elem_id="remove-person")
+        with gr.Row():
+            new_name = gr.Textbox(label="New name (to rename)", elem_id="person-new-name")
+            rename = gr.Button("Rename", elem_id="rename-person")
+            disable = gr.Button("Disable", elem_id="disable-person")
+            enable = gr.Button("Enable", elem_id="enable-person")
+            end = gr.Button("End sessions", elem_id="end-sessions")
         said = gr.Markdown(elem_id="people-result")
         keys = gr.Dataframe(headers=list(_KEYS.values()), interactive=False, label="API keys", elem_id="api-keys")
         with gr.Row():
@@ -92,6 +99,21 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
         return people.remove_person(key, who, where=where(request)), gr.skip(), *tables(key)
 
     @explained
+    def on_rename(key: str | None, who: str, new: str, request: gr.Request) -> tuple[Any, ...]:
+        return people.rename(key, who, new, where=where(request)), gr.skip(), *tables(key)
+
+    def switch(disabled: bool) -> Any:
+        @explained
+        def on_switch(key: str | None, who: str, request: gr.Request) -> tuple[Any, ...]:
+            return people.set_disabled(key, who, disabled, where=where(request)), gr.skip(), *tables(key)
+
+        return on_switch
+
+    @explained
+    def on_end(key: str | None, who: str, request: gr.Request) -> tuple[Any, ...]:
+        return people.end_sessions(key, who, where=where(request)), gr.skip(), *tables(key)
+
+    @explained
     def on_create(key: str | None, label: str, whose: str | None, request: gr.Request) -> tuple[Any, ...]:
         made = people.create_key(key, label, whose or "", where=where(request))
         return made.secret, f"✅ Key {made.key.name} made: copy it now.", *tables(key)
@@ -106,6 +128,10 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
         reset.click(on_reset, [token, name, password], [said, password, *shown], **quiet),
         set_role.click(on_role, [token, name, role], [said, password, *shown], **quiet),
         remove.click(on_remove, [token, name, sure], [said, password, *shown], **quiet),
+        rename.click(on_rename, [token, name, new_name], [said, password, *shown], **quiet),
+        disable.click(switch(True), [token, name], [said, password, *shown], **quiet),
+        enable.click(switch(False), [token, name], [said, password, *shown], **quiet),
+        end.click(on_end, [token, name], [said, password, *shown], **quiet),
         create.click(on_create, [token, key_name, owner], [secret, said, *shown], **quiet),
         revoke.click(on_revoke, [token, which], [secret, said, *shown], **quiet),
     ]

@@ -16,6 +16,7 @@ from app.ui import (
     documents_tab,
     extraction_api,
     extraction_tab,
+    my_keys,
     people_api,
 )
 from app.ui.wiring import QUIET
@@ -38,6 +39,7 @@ def build(ctx: AppContext) -> gr.Blocks:
                         secret=ctx.browser_secret,
                     )
                 ]
+                my_keys.build(ctx.people)
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer, documents_now = documents_tab.build(
                     ctx.knowledge,
@@ -55,6 +57,7 @@ def build(ctx: AppContext) -> gr.Blocks:
         cards_api.register(ctx.telemetry)
         admin_api.register(ctx.admin)
         people_api.register(ctx.people)
+        my_keys.register(ctx.people)
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, **QUIET)
         # a tab's timer only runs while the tab is shown

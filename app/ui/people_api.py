@@ -39,6 +39,21 @@ def register(people: PeopleAdmin) -> None:
         return people.remove_person(admin_token, name, where=_where(request))
 
     @explained
+    def rename_person(name: str, new_name: str, admin_token: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
+        """Admin only: rename a person; their conversations, uploads, runs and keys stay theirs."""
+        return people.rename(admin_token, name, new_name, where=_where(request))
+
+    @explained
+    def disable_person(name: str, disabled: bool, admin_token: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
+        """Admin only: disable (True) or enable (False) a person: disabled, their sessions and keys are refused."""
+        return people.set_disabled(admin_token, name, bool(disabled), where=_where(request))
+
+    @explained
+    def end_sessions(name: str, admin_token: str, request: gr.Request = None) -> str:  # type: ignore[assignment]
+        """Admin only: end every page and admin session of a person (they log in again)."""
+        return people.end_sessions(admin_token, name, where=_where(request))
+
+    @explained
     def api_keys(admin_token: str) -> list[dict[str, Any]]:
         """Admin only: the API keys made on the admin page, revoked ones too (never their secrets)."""
         return [asdict(key) for key in people.keys(admin_token)]
@@ -60,6 +75,9 @@ def register(people: PeopleAdmin) -> None:
         (reset_password, "reset_password"),
         (set_role, "set_role"),
         (remove_person, "remove_person"),
+        (rename_person, "rename_person"),
+        (disable_person, "disable_person"),
+        (end_sessions, "end_sessions"),
         (api_keys, "api_keys"),
         (create_api_key, "create_api_key"),
         (revoke_api_key, "revoke_api_key"),
