@@ -11,12 +11,14 @@ nothing is left behind.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from app.endpoint import Endpoint
@@ -101,6 +103,17 @@ class CardProcesses:
                 proc.wait()
 
 
+# The app's allocator settings. Embedding (MiniLM through torch) on indexing threads grew the app by
+# 323 MB for 1,500 passages and never gave it back (glibc's per-thread arenas; oneDNN's cache of one
+# kernel per batch shape); with both settings it grew 186 MB (bench/embed_memory.py, docs/benchmarks.md).
+# The same values are in launcher/systemd/quartet-app.service; a value in the environment wins.
+APP_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "16"}
+
+
+def app_environment(base: Mapping[str, str]) -> dict[str, str]:
+    return {**APP_ENVIRONMENT, **base}
+
+
 class Supervisor:
     """Starts the cards, waits until they are healthy, starts the app, and restarts any child that
     dies on its own (a non-zero exit) until it is told to stop."""
@@ -117,7 +130,7 @@ class Supervisor:
         self.stopping.set()
 
     def start_app(self) -> None:
-        self.app = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"])
+        self.app = subprocess.Popen([sys.executable, "-m", "app", "--die-with-parent"], env=app_environment(os.environ))
 
     def ports(self) -> dict[tuple[str, int], str]:
         """Every port the local profile will listen on, and what for."""

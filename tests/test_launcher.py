@@ -17,6 +17,7 @@ import pytest
 from app.endpoint import Endpoint
 from app.settings import Settings
 from launcher import ports
+from launcher.cluster import APP_ENVIRONMENT
 from tests.harness import PORT_OFFSET, free_port, get_json, wait_until
 
 
@@ -103,6 +104,8 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] != first_card_pid, 30)
         app_pid = _app_pid(launcher.pid)
         assert app_pid is not None, "the launcher started no app"
+        given = dict(v.split("=", 1) for v in Path(f"/proc/{app_pid}/environ").read_text().split("\0") if "=" in v)
+        assert {k: given.get(k) for k in APP_ENVIRONMENT} == APP_ENVIRONMENT  # memory given back after indexing
         os.kill(app_pid, signal.SIGKILL)  # so does the app
         wait_until(lambda: _app_pid(launcher.pid) not in (None, app_pid) and _ready(health), 120)
         family = descendants(launcher.pid)
@@ -189,3 +192,9 @@ def test_the_local_profile_keeps_its_ports_below_the_ephemeral_range() -> None:
     for card in settings.engine.cards:
         endpoint = Endpoint.parse(card)
         assert endpoint.port < 32768 and endpoint.health_port(settings.engine.health_offset) < 32768
+
+
+def test_the_systemd_unit_gives_the_app_the_launchers_allocator_settings() -> None:
+    unit = (Path(__file__).resolve().parent.parent / "launcher/systemd/quartet-app.service").read_text()
+    line = next(line for line in unit.splitlines() if line.startswith("Environment="))
+    assert dict(pair.split("=", 1) for pair in line.removeprefix("Environment=").split()) == APP_ENVIRONMENT
