@@ -146,3 +146,13 @@ def test_the_kv_cache_counted_is_what_llama_allocated_on_each_card() -> None:
     cards = tuple(sorted(allocated))
     _, need = catalog.needs(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=cards, parallel=4, n_ctx=2048))
     assert [n.kv for n in need] == [allocated[card] for card in cards]  # 40, 40, 40 and 24 MiB
+
+
+def test_a_gguf_entry_on_a_box_with_no_cards_is_refused_naming_the_missing_cards(tmp_path: Path) -> None:
+    """An upstream box lists no cards: the admin page's catalog failed to open on the demo's row (a
+    ValueError from the config, not the entry's problem)."""
+    upstream = EngineConfig(backend="upstream", upstream_url="http://127.0.0.1:28081/v1", model_name="up", cards=())
+    entry = catalog.CatalogEntry(id="demo", name="Demo", path=tmp_path / "demo.gguf", n_ctx=2048)
+    with pytest.raises(EngineError, match="none are listed") as refused:
+        catalog.config_for(entry, upstream, models_dir=tmp_path)
+    assert refused.value.kind == "request"

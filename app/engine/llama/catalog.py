@@ -113,6 +113,12 @@ def config_for(entry: CatalogEntry, config: EngineConfig, *, models_dir: Path) -
             n_ctx=entry.n_ctx,
         )
     check_location(entry.path, models_dir)
+    if not config.cards:  # an upstream box: a GGUF has nowhere to load until cards are listed
+        raise EngineError(
+            f"{entry.name} loads onto the cards, and none are listed: add the card endpoints (engine.cards) "
+            "on this page first",
+            kind="request",
+        )
     return replace(
         config,
         backend="cards",
