@@ -17,6 +17,7 @@ ALLOWED = {
     "pypdf": ("app/knowledge/loaders",),
     "pypdfium2": ("app/knowledge/loaders/scans.py",),
     "pytesseract": ("app/knowledge/loaders/ocr.py",),  # the OCR engine (bench/ocr.py chose it)
+    "tiktoken": ("app/api/token_ids.py",),  # cl100k_base ids sent to /v1/embeddings, decoded
 }
 
 

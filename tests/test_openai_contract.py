@@ -4,12 +4,14 @@ a `system_fingerprint`, and `tool_choice` asking for a call without tools is a 4
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from app.api.token_ids import cl100k
 from tests.harness import API_KEY, Appliance
 
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
@@ -95,18 +97,32 @@ def test_an_explicit_null_for_any_optional_field_means_not_given(appliance: Appl
     assert embedding.status_code == 200 and len(embedding.json()["data"][0]["embedding"]) == 384, embedding.text
 
 
-def test_embeddings_refuse_token_ids_a_text_longer_than_the_window_and_other_dimensions(api: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="send the text") as caught:  # what LangChain sends by default
-        api.embeddings.create(model="all-minilm-l6-v2", input=[[9906, 1917]])
-    assert caught.value.body["param"] == "input"  # type: ignore[index]
+def test_embeddings_take_cl100k_token_ids_and_refuse_a_text_longer_than_the_window_and_other_dimensions(
+    api: openai.OpenAI,
+) -> None:
+    as_text = api.embeddings.create(model="all-minilm-l6-v2", input=["Hello world", "四张卡"]).data
+    as_ids = api.embeddings.create(model="all-minilm-l6-v2", input=[[9906, 1917], cl100k().encode("四张卡")]).data
+    flat = api.embeddings.create(model="all-minilm-l6-v2", input=[9906, 1917]).data  # one text as a flat list
+    for text, ids in zip([*as_text, as_text[0]], [*as_ids, flat[0]], strict=True):
+        assert _cosine(text.embedding, ids.embedding) > 0.9999, (text.embedding[:4], ids.embedding[:4])
+    with pytest.raises(openai.BadRequestError, match="100256 is not in cl100k_base") as caught:
+        api.embeddings.create(model="all-minilm-l6-v2", input=[[9906], [1917, 100256]])
+    assert caught.value.body["param"] == "input" and "input[1]" in caught.value.body["message"]  # type: ignore[index]
     long = "The lighthouse keeper counted the ships that passed the rocks each night. " * 40  # ~600 word pieces
     with pytest.raises(openai.BadRequestError, match=r"at most 254") as caught:
         api.embeddings.create(model="all-minilm-l6-v2", input=["short", long])
     assert caught.value.body["param"] == "input" and "text 1" in caught.value.body["message"]  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match=r"at most 254") as caught:  # as ids: refused the same
+        api.embeddings.create(model="all-minilm-l6-v2", input=[cl100k().encode(long)])
+    assert caught.value.body["param"] == "input"  # type: ignore[index]
     with pytest.raises(openai.BadRequestError, match="384") as caught:
         api.embeddings.create(model="all-minilm-l6-v2", input="Hi", dimensions=128)
     assert caught.value.body["param"] == "dimensions"  # type: ignore[index]
     assert len(api.embeddings.create(model="all-minilm-l6-v2", input="Hi", dimensions=384).data[0].embedding) == 384
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
 def test_a_completion_prompt_of_token_ids_is_read_as_those_tokens(api: openai.OpenAI) -> None:

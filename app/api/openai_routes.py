@@ -25,6 +25,7 @@ from app.api.gate import Keys, key_refused
 from app.api.model_names import EMBEDDER_NAMES, aliases, check, model_id
 from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.api.responses import add_routes as add_responses
+from app.api.token_ids import decoded
 from app.context import AppContext
 from app.errors import QuartetError
 from app.knowledge.embedder import TextTooLong
@@ -128,17 +129,15 @@ def build_router(ctx: AppContext) -> APIRouter:
 
 
 def _texts(given: str | list[str] | list[int] | list[list[int]]) -> list[str]:
-    """The texts to embed; token ids are refused: OpenAI's clients count them in tiktoken's cl100k vocabulary,
-    which is not MiniLM's (its word pieces would be other words), and cl100k's table is not here to decode."""
+    """The texts to embed: text as sent; token ids (`[ids]` or `[[ids], …]`) as cl100k_base ids, what OpenAI's
+    clients count in, decoded to their text with the packaged vocabulary (app/api/token_ids.py)."""
     if isinstance(given, str):
         return [given]
     if all(isinstance(item, str) for item in given):
         return [str(item) for item in given]
-    raise ApiError(
-        "input: token ids are not taken here (they would be in OpenAI's tiktoken vocabulary, not this "
-        "embedder's): send the text itself. LangChain: OpenAIEmbeddings(check_embedding_ctx_length=False)",
-        param="input",
-    )
+    if all(isinstance(item, int) for item in given):
+        return decoded([[item for item in given if isinstance(item, int)]])
+    return decoded([list(item) for item in given if isinstance(item, list)])
 
 
 def _check_embedding_size(texts: list[str], *, max_inputs: int, max_chars: int) -> None:
