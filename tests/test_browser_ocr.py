@@ -1,11 +1,14 @@
 """A 40-page scanned PDF dropped in the Documents tab of a real Chromium: the progress line says which
-page OCR reads ("page k of 40 by OCR") and moves forward, a chat on the same page answers meanwhile, and
-the document ends indexed with its 40 pages. The pages are small (one line, about 600 × 100 pixels, at
-300 dpi pixel for pixel): the 40 pages' OCR is 35 CPU seconds in all (measured with `load`, children's
-CPU time; wall time here depends on the machine's load)."""
+page OCR reads ("page k of 40 by OCR") and moves forward; a small text file dropped through the same
+upload while the scan's first pages are read is indexed while the scan is still read (the small files'
+lane hands the long scan on to the large one after `small_lane_ocr_pages`); a chat on the same page
+answers meanwhile, and the scan ends indexed with its 40 pages. The pages are small (one line, about
+600 × 100 pixels, at 300 dpi pixel for pixel): the 40 pages' OCR is 35 CPU seconds in all (measured with
+`load`, children's CPU time; wall time here depends on the machine's load)."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -21,13 +24,16 @@ pytestmark = pytest.mark.browser
 
 PAGES = 40
 NAME = "scan-40-pages.pdf"
-# Every text the progress line shows, with when it showed it (ms since the page opened).
+SMALL = "note-dropped-while-scanning.txt"
+# Every text the progress line and the upload report show, with when (ms since the page opened).
 RECORD = """() => {
   window.__progress = [];
+  const text = id => (document.querySelector(id) || {}).innerText || '';
   const note = () => {
-    const line = (document.querySelector('#ingest-progress') || {}).innerText || '';
+    const line = text('#ingest-progress'), report = text('#upload-status');
     const last = window.__progress[window.__progress.length - 1];
-    if (line && (!last || last[1] !== line)) window.__progress.push([performance.now(), line]);
+    if (line && (!last || last[1] !== line || last[2] !== report))
+      window.__progress.push([performance.now(), line, report]);
   };
   new MutationObserver(note).observe(document.body, {subtree: true, childList: true, characterData: true});
   note();
@@ -41,11 +47,21 @@ def forty_pages() -> bytes:
     return image_pdf(pages, dpi=300)
 
 
-def test_a_40_page_scan_shows_its_ocr_page_by_page_while_the_page_stays_usable(
+def indexed(name: str) -> str:
+    """A page function: true once the upload report says `name` is indexed."""
+    return (
+        "() => new RegExp(" + json.dumps(re.escape(name) + r"[^\n]*indexed") + ").test("
+        "(document.querySelector('#upload-status') || {}).innerText || '')"
+    )
+
+
+def test_a_40_page_scan_shows_its_ocr_page_by_page_while_a_small_file_and_a_chat_go_first(
     browser: Any, appliance: Appliance, artifacts: Path, tmp_path: Path
 ) -> None:
     path = tmp_path / NAME
     path.write_bytes(forty_pages())
+    small = tmp_path / SMALL
+    small.write_text("The spare fan of rack 7 sits in drawer 3 of the blue cabinet.\n", encoding="utf-8")
     page = open_tab(browser, appliance.url, "Documents", 1280, 800)
     client = api_client(appliance.url)
     try:
@@ -59,6 +75,14 @@ def test_a_40_page_scan_shows_its_ocr_page_by_page_while_the_page_stays_usable(
         except Exception as error:
             shown = page.locator("#ingest-progress").inner_text()
             raise AssertionError(f"no OCR progress was shown in 120 s; the line says {shown!r}") from error
+        dropped_at = page.evaluate("performance.now()")
+        page.locator("#upload input[type=file]").set_input_files(str(small))
+        try:
+            page.wait_for_function(indexed(SMALL), timeout=120_000)
+        except Exception as error:
+            shown = page.locator("#ingest-progress").inner_text(), page.locator("#upload-status").inner_text()
+            raise AssertionError(f"{SMALL} was not indexed in 120 s; the page says {shown!r}") from error
+        small_in = (page.evaluate("performance.now()") - dropped_at) / 1000
         asked_at = page.evaluate("performance.now()")
         page.get_by_role("tab", name="Chat").click()
         started = time.monotonic()
@@ -68,25 +92,38 @@ def test_a_40_page_scan_shows_its_ocr_page_by_page_while_the_page_stays_usable(
             raise AssertionError(f"the chat did not answer while the scan was read: {said(page)}") from error
         answered_in = time.monotonic() - started
         page.get_by_role("tab", name="Documents").click()
-        page.wait_for_function(
-            "n => new RegExp(n.replace(/\\./g, '\\\\.') + '[^\\\\n]*indexed').test("
-            "(document.querySelector('#upload-status') || {}).innerText || '')",
-            arg=NAME,
-            timeout=300_000,
-        )
+        try:
+            page.wait_for_function(indexed(NAME), timeout=300_000)
+        except Exception as error:
+            shown = page.locator("#ingest-progress").inner_text(), page.locator("#upload-status").inner_text()
+            raise AssertionError(f"the scan was not indexed in 300 s; the page says {shown!r}") from error
         page.screenshot(path=str(artifacts / "documents-ocr-40-pages.png"))
         progress: list[list[Any]] = page.evaluate("window.__progress")
+        report = page.locator("#upload-status").inner_text()
     finally:
         page.close()
         docs = client.predict(api_name="/documents")
         mine = [d for d in docs if d["name"] == NAME]
-        forget(appliance, *[d["id"] for d in mine])
-    [doc] = mine
+        notes = [d for d in docs if d["name"] == SMALL]
+        forget(appliance, *[d["id"] for d in docs if d["name"].startswith((path.stem, small.stem))])
+    [doc], [note] = mine, notes
+    # The second drop saved and queued the small file alone (Gradio sends the first drop's scan again with it).
+    assert report.count(NAME) == 1 and report.count(SMALL) == 1, report
     assert (doc["status"], doc["pages"]) == ("ok", PAGES), doc
-    seen = [(at, int(m.group(1))) for at, line in progress if (m := OCR_PAGE.search(line))]
+    assert note["status"] == "ok", note
+    # The first time the report said the small file was indexed, the scan was still being read by OCR.
+    first = next((r[1:] for r in progress if re.search(re.escape(SMALL) + ".*indexed", r[2])), None)
+    assert first, f"the page never showed {SMALL} indexed: {progress[-3:]}"
+    reading = OCR_PAGE.search(first[0])
+    assert reading and int(reading.group(1)) < PAGES, f"the small file was indexed when the page said {first}"
+    assert not re.search(re.escape(NAME) + ".*indexed", first[1]), f"the scan was indexed first: {first}"
+    seen = [(at, int(m.group(1))) for at, line, _ in progress if (m := OCR_PAGE.search(line))]
     numbers = [n for _, n in seen]
     last_run = numbers[max((i for i in range(1, len(numbers)) if numbers[i] < numbers[i - 1]), default=0) :]
-    print(f"pages shown being read: {numbers}; the chat answered in {answered_in:.1f} s")
+    print(
+        f"pages shown being read: {numbers}; {SMALL} indexed {small_in:.1f} s after its drop, while the scan's "
+        f"page {reading.group(1)} was read; the chat answered in {answered_in:.1f} s"
+    )
     # The small files' lane reads the first pages, then hands the scan to the large lane, which starts over:
     # within that last run the page only moves forward, and shows many steps of the 40.
     assert last_run == sorted(last_run) and len(set(last_run)) >= 5, numbers

@@ -42,6 +42,8 @@ def build(
     the page's upload limit: a larger file in a drop is refused by name, the others go on (assets/quartet.js)."""
     stops = Stops()  # the Stop buttons' marks, per page
     uploads = gr.State([])  # this page's uploads: (file name, name saved as or None, reason refused)
+    # the files of this page's earlier drops: Gradio's File keeps them and sends them again with the next drop
+    taken = gr.State([])
     found = gr.State([])
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=340):
@@ -114,9 +116,14 @@ def build(
             gr.update(choices=[(d.name, d.id) for d in docs]),
         )
 
-    def on_upload(files: list[str] | None, sent: list[list[Any]], request: gr.Request) -> tuple[Any, ...]:
-        # each file gets its line, whatever became of the others; Gradio took them only from its upload folder
-        paths, owner = [Path(name) for name in files or []], owner_of(request)
+    def on_upload(
+        files: list[str] | None, sent: list[list[Any]], taken: list[str], request: gr.Request
+    ) -> tuple[Any, ...]:
+        # each file gets its line, whatever became of the others; Gradio took them only from its upload folder.
+        # Only this drop's files: the earlier drops' ones, sent again, are not saved and queued a second time
+        # (a drop of files all sent before is meant: they go again).
+        fresh = list(dict.fromkeys(f for f in files or [] if f not in taken)) or list(dict.fromkeys(files or []))
+        paths, owner = [Path(name) for name in fresh], owner_of(request)
         now = [[u.file, u.saved_as, u.reason] for u in kb.upload_all(paths, owner=owner)]
         results = [
             {"file": f, "saved_as": saved, "status": "queued"}
@@ -125,7 +132,7 @@ def build(
             for f, saved, why in now
         ]
         sent = now + sent[:20]
-        return results, sent, *listing(sent)
+        return results, sent, [*taken, *fresh][-200:], *listing(sent)
 
     def on_too_large(too_many: str, sent: list[list[Any]]) -> tuple[Any, ...]:
         if not names(too_many):  # the box emptied again below
@@ -196,7 +203,9 @@ def build(
 
     quiet, may_refuse, engine_bound = QUIET, MAY_REFUSE, ENGINE_BOUND
     lists = [table, progress, outcome, scope, whole, locked, chosen]
-    drop.upload(on_upload, [drop, uploads], [report, uploads, *lists], api_name="ingest", show_progress="hidden")
+    drop.upload(
+        on_upload, [drop, uploads, taken], [report, uploads, taken, *lists], api_name="ingest", show_progress="hidden"
+    )
     too_large.change(on_too_large, [too_large, uploads], [too_large, uploads, *lists], **may_refuse)
     unlock.click(on_unlock, [locked, secret, uploads, watched], [watched, unlocked, *lists], **may_refuse)
     # Stop marks the page's answer stopped; the answer, waiting in line or streaming, ends at the mark (app/ui/stops.py)
