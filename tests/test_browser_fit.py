@@ -53,6 +53,7 @@ def test_the_page_fits_its_window_offline_and_with_a_long_answer(
         page = goto(context.new_page(), appliance.url)
         page.locator("#q-header .q-state").first.wait_for(timeout=15_000)
         before = page.evaluate(LAYOUT)
+        assert page.get_by_role("tab", name="My API keys").count() == 0  # no logins here: no keys of one's own
         assert before["page"] <= height + 1, f"the page scrolls at {size}: {before}"
         if width < 768:
             header = before["header"][1] - before["header"][0]

@@ -85,6 +85,8 @@ def test_a_user_made_on_the_admin_page_logs_in_chats_alone_and_is_refused_once_d
         uma_client = Client(box.url, auth=(uma, uma_pw), verbose=False)
         uma_ids = {c["id"] for c in uma_client.predict(api_name="/conversations")}
         assert uma_ids and not uma_ids & ada_ids, (uma_ids, ada_ids)
+        user.get_by_role("tab", name="My API keys").click()  # her own keys: a tab where people log in
+        user.locator("#my-key-create").wait_for(timeout=15_000)
 
         admin_page = user_ctx.new_page()  # the admin page: her own password opens no admin session
         page_login(admin_page, box.url + "/admin/", uma, uma_pw, ready="#admin-password input")  # each page's own

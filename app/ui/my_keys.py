@@ -28,10 +28,11 @@ def _api_where(request: gr.Request | None) -> str:
     return f"api:{request.session_hash if request else 'anon'}"
 
 
-def build(people: PeopleAdmin) -> None:
-    """The accordion, inside the chat tab's Blocks."""
+def build(people: PeopleAdmin, tab: gr.Tab) -> None:
+    """The tab's content (a tab of its own, only where people log in: under the chat it made the page
+    taller than its window); listed each time the tab is shown."""
     quiet: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
-    with gr.Accordion("My API keys", open=False, elem_id="my-keys") as place:
+    with gr.Column(elem_id="my-keys"):
         gr.Markdown(
             "A key of your own for a program (a coding agent, a script): what it does through the API is "
             "yours, and its chats are listed here with yours. It is shown once; revoke it when it is done."
@@ -76,7 +77,7 @@ def build(people: PeopleAdmin) -> None:
     outputs = [listed, which, secret, said]
     create.click(on_create, [label], outputs, **quiet)
     revoke.click(on_revoke, [which], outputs, **quiet)
-    place.expand(on_open, None, [listed, which, said], **quiet)
+    tab.select(on_open, None, [listed, which, said], **quiet)
 
 
 def register(people: PeopleAdmin) -> None:

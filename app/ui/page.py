@@ -39,7 +39,6 @@ def build(ctx: AppContext) -> gr.Blocks:
                         secret=ctx.browser_secret,
                     )
                 ]
-                my_keys.build(ctx.people)
             with gr.Tab("Documents", id="documents") as documents:
                 documents_timer, documents_now = documents_tab.build(
                     ctx.knowledge,
@@ -51,6 +50,9 @@ def build(ctx: AppContext) -> gr.Blocks:
                 extraction_timer, extraction_now = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timer, cards_now = cards_tab.build(ctx.telemetry)
+            if ctx.people.logins_on:  # a person's own keys: only where people log in
+                with gr.Tab("My API keys", id="keys") as keys:
+                    my_keys.build(ctx.people, keys)
         chat_api.register(ctx.chat, updates_per_s=ctx.settings.web.ui_updates_per_s)
         documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser, ctx.admin)
         extraction_api.register(ctx.extraction)
