@@ -13,7 +13,7 @@ import gradio as gr
 from app import backup
 from app.admin import AdminService
 from app.errors import Refused
-from app.ui.callers import client_address
+from app.ui.callers import acted_from
 from app.ui.errors import explained
 
 _DOWNLOAD_BYTES = 16 << 20  # a downloaded log: its last 16 MiB
@@ -44,14 +44,14 @@ def add(admin: AdminService, token: gr.State) -> None:
 
     @explained
     def on_take(key: str | None, request: gr.Request) -> str:
-        return str(admin.backup(key, who=f"web {client_address(request)}"))
+        return str(admin.backup(key, who=acted_from(request)))
 
     @explained
     def on_restore(key: str | None, archive: str | None, request: gr.Request) -> str:
         admin.check(key)
         if not archive:
             raise Refused("Choose a backup archive (.tar.gz) first.")
-        return admin.restore(key, Path(archive), who=f"web {client_address(request)}")
+        return admin.restore(key, Path(archive), who=acted_from(request))
 
     @explained
     def on_show(key: str | None, name: str | None) -> tuple[Any, ...]:

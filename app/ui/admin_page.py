@@ -18,7 +18,7 @@ from app.errors import Refused
 from app.people_admin import PeopleAdmin
 from app.telemetry.views import ApplianceStatus
 from app.ui import admin_backup, admin_people, panels
-from app.ui.callers import client_address, throttle_key
+from app.ui.callers import acted_from, throttle_key
 from app.ui.errors import explained
 
 _EVERY_S = 1.0
@@ -108,7 +108,7 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
         ticket = gr.Textbox(visible=False)
 
         def who(request: gr.Request) -> str:
-            return f"web {client_address(request)}"
+            return acted_from(request)
 
         def overview(key: str | None) -> tuple[Any, ...]:
             """Catalog, log and model choices: for the admin only (the service checks the token)."""

@@ -12,7 +12,7 @@ import pandas as pd
 
 from app.people import ROLES, ApiKey
 from app.people_admin import PeopleAdmin
-from app.ui.callers import client_address
+from app.ui.callers import acted_from
 from app.ui.errors import explained
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
@@ -75,7 +75,7 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
             revoke = gr.Button("Revoke key", variant="stop", elem_id="revoke-key")
 
     def where(request: gr.Request) -> str:
-        return f"web {client_address(request)}"
+        return acted_from(request)
 
     def tables(key: str | None) -> tuple[Any, ...]:
         return filled(people, key)

@@ -20,6 +20,11 @@ def client_address(request: gr.Request | None) -> str:
     return request.client.host if request is not None and request.client else "?"
 
 
+def acted_from(request: gr.Request | None) -> str:
+    """Where an admin action came from, as the admin log names it ("web <address>")."""
+    return f"web {client_address(request)}"
+
+
 def throttle_key(request: gr.Request | None) -> str:
     """Whom wrong admin passwords are counted against: the login name (none without logins) and the
     address — never a session, which a client renews at will."""

@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from app.people_admin import PeopleAdmin
-from app.ui.callers import client_address
+from app.ui.callers import acted_from
 from app.ui.errors import explained
 
 _COLUMNS = {"id": "Id", "name": "Name", "shown": "Key", "created_at": "Created", "last_used_at": "Last used"}
@@ -21,7 +21,7 @@ def _login(request: gr.Request | None) -> str | None:
 
 
 def _where(request: gr.Request | None) -> str:
-    return f"web {client_address(request)}"
+    return acted_from(request)
 
 
 def _api_where(request: gr.Request | None) -> str:
