@@ -14,6 +14,7 @@ from app.people import ROLES, ApiKey
 from app.people_admin import PeopleAdmin
 from app.ui.callers import acted_from
 from app.ui.errors import explained
+from app.ui.key_widgets import shown_once_and_revoke
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 _PEOPLE = ["name", "role", "from", "changed"]
@@ -64,15 +65,7 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
             key_name = gr.Textbox(label="Key name (what uses it)", elem_id="key-name")
             owner = gr.Dropdown(choices=[], label="Owner (empty: you)", allow_custom_value=False, elem_id="key-owner")
             create = gr.Button("Create key", elem_id="create-key")
-        secret = gr.Textbox(
-            label="The new key: copy it now, it is not shown again",
-            interactive=False,
-            buttons=["copy"],
-            elem_id="new-key",
-        )
-        with gr.Row():
-            which = gr.Dropdown(choices=[], label="Key to revoke", elem_id="revoke-choice")
-            revoke = gr.Button("Revoke key", variant="stop", elem_id="revoke-key")
+        secret, which, revoke = shown_once_and_revoke("new-key", "revoke-choice", "revoke-key")
 
     def where(request: gr.Request) -> str:
         return acted_from(request)

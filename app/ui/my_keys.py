@@ -12,6 +12,7 @@ import pandas as pd
 from app.people_admin import PeopleAdmin
 from app.ui.callers import acted_from
 from app.ui.errors import explained
+from app.ui.key_widgets import shown_once_and_revoke
 
 _COLUMNS = {"id": "Id", "name": "Name", "shown": "Key", "created_at": "Created", "last_used_at": "Last used"}
 
@@ -41,15 +42,7 @@ def build(people: PeopleAdmin, tab: gr.Tab) -> None:
         with gr.Row():
             label = gr.Textbox(label="Key name (what uses it)", elem_id="my-key-name")
             create = gr.Button("Create key", elem_id="my-key-create")
-        secret = gr.Textbox(
-            label="The new key: copy it now, it is not shown again",
-            interactive=False,
-            buttons=["copy"],
-            elem_id="my-key-new",
-        )
-        with gr.Row():
-            which = gr.Dropdown(choices=[], label="Key to revoke", elem_id="my-key-choice")
-            revoke = gr.Button("Revoke key", variant="stop", elem_id="my-key-revoke")
+        secret, which, revoke = shown_once_and_revoke("my-key-new", "my-key-choice", "my-key-revoke")
         said = gr.Markdown(elem_id="my-keys-result")
 
     def shown(login: str | None) -> tuple[Any, Any]:
