@@ -157,14 +157,16 @@ class Appliance:
         self.start()
 
 
-def wait_until(check: Any, timeout: float, every: float = 0.05) -> Any:
+def wait_until(check: Any, timeout: float, every: float = 0.05, *, what: str = "condition") -> Any:
+    """`check()`'s first truthy value within `timeout` s; else a TimeoutError naming `what` and the last value."""
     deadline = time.monotonic() + timeout
+    value = None
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
         time.sleep(every)
-    raise TimeoutError(f"condition not met within {timeout} s")
+    raise TimeoutError(f"{what} not met within {timeout} s; last saw {value!r}")
 
 
 def rk_board(root: Path, *, zones: dict[str, int], npu_load: str | None) -> Path:

@@ -5,7 +5,8 @@ webfetch), so the test needs neither OpenCode nor a network. The streamed reques
 1.18 sends its first one at its defaults (captured from `opencode run` against a stub, not kept): ten
 tools whose parameters carry `$schema` (2020-12), integer bounds of ±(2^53 - 1) with `exclusiveMinimum: 0`,
 an enum with a default and an array of objects; `max_tokens: 32000`, `tool_choice: "auto"`, `stream: true`,
-`stream_options: {"include_usage": true}`."""
+`stream_options: {"include_usage": true}`. (A plain-tools first request of ~7,200 tokens was its own test;
+this one's 8,636 tokens hold more than it did, so it went, saving a 40 s prompt read: issue 27.)"""
 
 from __future__ import annotations
 
@@ -99,15 +100,3 @@ def test_opencodes_streamed_request_at_its_defaults_is_answered(appliance: Appli
     assert chunks[-1].choices == [] and chunks[-1].usage is not None, chunks[-2:]  # include_usage: last chunk
     assert 6_800 <= chunks[-1].usage.prompt_tokens <= 9_500, chunks[-1].usage  # 8,636 on the demo model
     assert any(c.choices and c.choices[0].finish_reason for c in chunks), chunks[-3:]
-
-
-def test_opencodes_first_request_fits_the_default_context(appliance: Appliance) -> None:
-    api = openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
-    messages: Any = [
-        {"role": "system", "content": RULES * 37},
-        {"role": "user", "content": "List the files in this folder."},
-    ]
-    tools: Any = [tool(name) for name in TOOLS]
-    reply = api.chat.completions.create(model="demo", messages=messages, tools=tools, max_tokens=4)
-    assert reply.usage is not None and 6_800 <= reply.usage.prompt_tokens <= 7_800, reply.usage
-    assert reply.choices[0].finish_reason in ("length", "tool_calls", "stop")

@@ -10,7 +10,11 @@ from typing import Any
 import httpx
 
 from tests.browser_helpers import admin_login
-from tests.harness import Appliance
+from tests.harness import Appliance, wait_until
+
+
+def upload_ticket(page: Any) -> dict[str, Any] | None:
+    return next((c for c in page.context.cookies() if c["name"] == "quartet-admin-upload"), None)
 
 
 def v1_status(url: str, key: str) -> int:
@@ -23,8 +27,9 @@ def test_the_admin_adds_a_person_makes_a_key_once_and_revokes_it(
     name = f"bea-{secrets.token_hex(3)}"
     page = browser.new_page(viewport={"width": 1280, "height": 1600})
     admin_login(page, appliance.url)
-    cookies = {c["name"]: c for c in page.context.cookies()}
-    assert cookies.get("quartet-admin-upload", {}).get("path") == "/admin", cookies  # the restore's ticket
+    # the restore's ticket: set by a page script that runs after the login has opened the page
+    ticket = wait_until(lambda: upload_ticket(page), timeout=15, what="the admin upload ticket cookie")
+    assert ticket["path"] == "/admin", ticket
     page.get_by_text("People and API keys").first.click()
     page.locator("#person-name textarea").fill(name)
     page.locator("#person-password input").fill("bea-password-1")
