@@ -16,10 +16,11 @@ run: setup
 test: setup-test
 	@$(PY) -m pytest --durations=40
 
-# The quick loop: no cards, no running appliance, no browser, no MiniLM, no corpus (markers come from
-# the fixtures a test uses, see tests/conftest.py). The embedder tests double its time; test-clone runs them.
+# The quick loop, under a minute: no cards, no running appliance, no browser, no MiniLM, no corpus, and none
+# of the tests that take a second or more by themselves (`slow`: an app process, Tesseract over pages, memory
+# bounds). Markers come from the fixtures a test uses (tests/conftest.py) or are set by hand; make test runs all.
 test-fast: setup-test
-	@$(PY) -m pytest -q -m "not cards and not appliance and not browser and not embedder and not corpus"
+	@$(PY) -m pytest -q -m "not cards and not appliance and not browser and not embedder and not corpus and not slow"
 
 # A fresh clone in an empty temporary folder (nothing beside it) passes every test that needs no cards,
 # no appliance and no browser (the knowledge tests on made documents included): the repository carries

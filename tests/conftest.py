@@ -26,6 +26,7 @@ MARKERS_BY_FIXTURE = {
     "browser": ("browser",),
     "corpus": ("corpus",),
     "llama_server": ("appliance",),  # tests/test_upstream.py: an app in front of llama_cpp.server
+    "guarded": ("slow",),  # tests/test_security.py: an app process of its own, with logins
 }
 
 

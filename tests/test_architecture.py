@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # Each heavy dependency enters in one place.
 ALLOWED = {
@@ -35,6 +37,7 @@ def imported(path: Path) -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_heavy_dependencies_enter_in_one_place() -> None:
     wrong = []
     for path in python_files():
@@ -45,6 +48,7 @@ def test_heavy_dependencies_enter_in_one_place() -> None:
     assert not wrong, wrong
 
 
+@pytest.mark.slow
 def test_importing_any_module_starts_nothing(tmp_path: Path) -> None:
     """In a fresh interpreter, in an empty folder: import everything, then no thread, no file."""
     script = (

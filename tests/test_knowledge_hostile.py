@@ -60,6 +60,7 @@ def test_a_docx_zip_bomb_is_refused_before_it_is_unpacked(tmp_path: Path) -> Non
     assert took < 5
 
 
+@pytest.mark.slow
 def test_a_docx_whose_text_is_one_huge_run_is_read_in_part_in_little_memory(tmp_path: Path) -> None:
     """190 MB in one <w:t>: parsed as a stream (the reader is allowed 256 MB), cut at the page limit."""
     run = docx_of(tmp_path / "one-run.docx", run_mb=190)
@@ -135,6 +136,7 @@ def test_pagination_is_linear_in_the_text() -> None:
     assert len(pages) > 40 * MB // 3000 and "".join(p.text for p in pages) == text.strip("\n")
 
 
+@pytest.mark.slow
 def test_a_kept_reader_serves_document_after_document_and_starts_afresh_after_a_bad_one(tmp_path: Path) -> None:
     notes = tmp_path / "notes.md"
     notes.write_text("# Notes\n\nCard 2 was replaced.")

@@ -91,6 +91,7 @@ def hostile_files(folder: Path) -> list[Path]:
     ]
 
 
+@pytest.mark.slow
 def test_the_apps_memory_stays_bounded_while_it_indexes_hostile_files(tmp_path: Path) -> None:
     files = hostile_files(tmp_path / "hostile")
     request = {"db": str(tmp_path / "kb.db"), "files": [str(f) for f in files], "reader_mb": READER_MEMORY_MB}

@@ -134,6 +134,7 @@ def test_broken_pdfs(tmp_path: Path, data: bytes, kind: str, words: str) -> None
     assert err.kind == kind and words in err.message and "broken.pdf" in err.message
 
 
+@pytest.mark.slow
 def test_truncated_pdf_is_corrupt_or_partly_read(tmp_path: Path) -> None:
     """Cut anywhere, a PDF is either refused as damaged or read as far as it goes — never a crash."""
     data = newsletter()
@@ -181,6 +182,7 @@ def test_truncated_real_pdf_is_corrupt_or_partly_read(tmp_path: Path, corpus: Pa
     assert failure(pdfs / "unreadablemetadata.pdf").kind == "corrupt"
 
 
+@pytest.mark.slow
 def test_a_pdf_that_takes_too_long_is_killed(tmp_path: Path) -> None:
     path = write(tmp_path / "slow.pdf", slow_pdf())
     started = time.monotonic()

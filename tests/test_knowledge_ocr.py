@@ -29,6 +29,8 @@ from tests.scans import (
 )
 from tests.table_documents import lab_report
 
+pytestmark = pytest.mark.slow  # Tesseract over whole pages: seconds a test
+
 MB = 2**20
 # measured (bench/ocr.py): English 0.000, German 0.014, Chinese 0.039, vertical Chinese 0.020 — bounds with room
 BOUND = {"english": 0.05, "german": 0.08, "chinese": 0.15, "vertical": 0.15}

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.knowledge.embedder import Embedder
 from app.knowledge.options import KnowledgeOptions
 from tests.scans import ENGLISH, GERMAN, a3_scan_pdf, image_pdf, png_header, scan, strip, truncated_jpeg
@@ -43,6 +45,7 @@ def test_a_small_file_is_not_held_up_by_a_long_scan(tmp_path: Path, embedder: Em
         assert (scanned.status, scanned.pages_total, scanned.note) == ("ok", 3, None)
 
 
+@pytest.mark.slow
 def test_hostile_images_get_a_clear_status_and_the_apps_memory_stays_bounded(tmp_path: Path) -> None:
     folder = tmp_path / "hostile"
     folder.mkdir()

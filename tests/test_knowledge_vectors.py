@@ -141,6 +141,7 @@ def test_document_filter(index: VectorIndex, mixture: tuple[Blocks, np.ndarray])
     assert index.search(queries[0], limit=5, documents={12345}) == []
 
 
+@pytest.mark.slow
 def test_searches_beside_writes(index: VectorIndex, mixture: tuple[Blocks, np.ndarray]) -> None:
     data, queries = mixture
     stop = threading.Event()

@@ -144,6 +144,7 @@ def test_a_second_launcher_on_taken_ports_exits_at_once_naming_what_holds_them(t
     assert "starting" not in out  # nothing was started: no card agent restarted, no log overwritten
 
 
+@pytest.mark.slow
 def test_the_launcher_stops_everything_when_the_app_refuses_its_configuration(tmp_path: Path) -> None:
     first = 30292 + PORT_OFFSET
     cards = [f"127.0.0.1:{p}" for p in range(first, first + 4)]

@@ -48,6 +48,7 @@ def logged_in(logins: PageLogins, name: str, password: str) -> bool:
         return pool.submit(asyncio.run, logins.check(name, password)).result()
 
 
+@pytest.mark.slow
 def test_people_are_hashed_kept_across_a_restart_and_log_in_to_the_pages(tmp_path: Path) -> None:
     box = Box(tmp_path / "q.db")
     token = box.login(ADMIN_PW)
@@ -74,6 +75,7 @@ def test_people_are_hashed_kept_across_a_restart_and_log_in_to_the_pages(tmp_pat
     assert not logged_in(logins, "alice", "alice-pw-123")  # removed: refused at the next login
 
 
+@pytest.mark.slow
 def test_a_user_gets_no_admin_session_and_a_removed_admin_loses_theirs(tmp_path: Path) -> None:
     box = Box(tmp_path / "q.db")
     token = box.login(ADMIN_PW)

@@ -45,6 +45,7 @@ def wired(box: Box) -> tuple[PageLogins, Page]:
     return logins, page
 
 
+@pytest.mark.slow
 def test_a_disabled_person_is_refused_at_once_everywhere_and_nothing_of_theirs_is_deleted(tmp_path: Path) -> None:
     box = Box(tmp_path / "q.db")
     chats = ChatStore(box.database)
@@ -100,6 +101,7 @@ def test_a_renamed_person_keeps_their_conversations_and_keys(tmp_path: Path) -> 
     assert page_login(logins, "alice", "alice-pw-123") is False
 
 
+@pytest.mark.slow
 def test_a_reset_password_is_used_once_to_set_a_new_one(tmp_path: Path) -> None:
     box = Box(tmp_path / "q.db")
     logins, _ = wired(box)

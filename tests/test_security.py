@@ -415,6 +415,7 @@ def test_every_admin_step_checks_the_session(appliance: Appliance) -> None:
 # -- safe on the LAN by default ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_facing_the_lan_without_logins_or_keys_refuses_to_start(tmp_path: Path) -> None:
     env = {**os.environ, "QUARTET_WEB__HOST": "0.0.0.0", "QUARTET_DATA_DIR": str(tmp_path), "QUARTET_WEB__PORT": "1"}
     env.pop("QUARTET_WEB__API_KEYS", None)

@@ -143,6 +143,7 @@ def test_bad_card_lists_are_refused_by_the_settings(environ: pytest.MonkeyPatch)
         Settings(engine={"cards": []})
 
 
+@pytest.mark.slow
 def test_the_app_refuses_bad_settings_in_words_not_a_traceback(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUARTET_")}
     env |= {"QUARTET_DATA_DIR": str(tmp_path), "QUARTET_ENGINE__CARDS": '["10.0.0.2"]', "QUARTET_N_CTX": "9"}

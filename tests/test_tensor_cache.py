@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from launcher import tensor_cache
 from launcher.cluster import CardProcesses
 from tests.harness import PORT_OFFSET, card_settings
@@ -41,6 +43,7 @@ def test_a_folder_without_a_mark_keeps_every_file(tmp_path: Path) -> None:
     assert (tmp_path / "00a1b2c3d4e5f607").exists()
 
 
+@pytest.mark.slow
 def test_a_card_agent_starting_drops_the_partial_tensor_and_keeps_its_mark_current(tmp_path: Path) -> None:
     cards = CardProcesses(card_settings(30286 + PORT_OFFSET, 1, tmp_path / "cache"))
     folder = tmp_path / "cache" / "card0"  # the agent's own folder under the cache
