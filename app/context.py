@@ -54,6 +54,11 @@ class AppContext:
         the database (every reader and the writer, so SQLite checkpoints its WAL into the file)."""
         stack.callback(self.database.close)  # registered first, so it runs after every service has stopped
         start_all(stack, self.background())
+        # Leaving, first of all: the extraction run at hand hears that the app is closing, then the engine
+        # stops, so a run that waits for the engine (a count, its place in line) ends at once instead of
+        # holding the stop for its whole timeout and then writing into a closed database.
+        stack.callback(self.engine.stop)
+        stack.callback(self.extraction.closing)
 
     def status(self) -> ApplianceStatus:
         return self.telemetry.status()

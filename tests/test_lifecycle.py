@@ -8,10 +8,15 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from app.__main__ import build_context
+from app.knowledge.loaders.types import Page
+from app.knowledge.store import FileState, KnowledgeStore
 from app.lifecycle import Background, start_all
 from app.settings import Settings
-from tests.harness import PORT_OFFSET
+from tests.harness import PORT_OFFSET, wait_until
 
 # Threads the background services start, by name (engine-dispatch: the scheduler; the rest by service).
 OURS = ("card-monitor", "engine-dispatch", "knowledge-ingest", "knowledge-watcher", "extraction")
@@ -89,3 +94,36 @@ def test_leaving_the_stack_closes_the_database_and_checkpoints_its_wal(tmp_path:
         assert alone.execute("SELECT count(*) FROM conversations WHERE id = ?", (cid,)).fetchone() == (1,)
     finally:
         alone.close()
+
+
+@pytest.mark.slow
+def test_a_run_waiting_for_the_engine_ends_when_the_app_stops_and_the_next_start_marks_it(tmp_path: Path) -> None:
+    """Stopping the app while an extraction run waited for an engine that was not there held the stop for the
+    worker's whole 10 s join, and the worker then wrote into the closed database (a traceback, the run's
+    end lost). Now the run hears the app is closing before the engine stops: the stop is prompt, nothing
+    is written after it, and the next start marks the run as cut short."""
+    settings = unused_cards(tmp_path, 30870)
+    ctx = build_context(settings)
+    store = KnowledgeStore(ctx.database, model="made here")  # an indexed document without MiniLM
+    doc_id = store.add(str(tmp_path / "kb" / "invoice.txt"), name="invoice.txt", collection="")
+    page = Page(1, "INVOICE\nInvoice number: INV-7781\nTotal: 5.00 EUR")
+    store.replace_content(
+        doc_id, FileState("0" * 64, 50, 0.0), pages=[page], chunks=[], vectors=np.zeros((0, 384)), note=None
+    )
+    document = ctx.knowledge.document(doc_id)
+    assert document is not None and document.status == "ok"
+    schema = {"type": "object", "properties": {"invoice_number": {"type": "string"}}}
+    with ExitStack() as running:
+        ctx.start(running)
+        run_id = ctx.extraction.start_run([document], template="invoice", schema=schema, owner="user:ada")
+        wait_until(lambda: ctx.extraction.run(run_id, owner="user:ada").status == "running", 10, what="run started")
+        # the worker now waits for a model to count the document's tokens (up to a minute)
+        leaving = time.monotonic()
+    stopped_after = time.monotonic() - leaving
+    assert stopped_after < 5, f"the stop took {stopped_after:.1f} s (the worker's join is 10 s)"
+    assert not [t for t in threading.enumerate() if t.name == "extraction" and t.is_alive()]
+    again = build_context(settings)
+    with ExitStack() as running:
+        again.start(running)
+        run = again.extraction.run(run_id, owner="user:ada")
+    assert (run.status, run.error) == ("error", "the appliance restarted during this run; start it again")

@@ -52,6 +52,7 @@ class ExtractionService:
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._live: dict[int, str] = {}  # run id → what it is doing now
         self._stopped: set[int] = set()
+        self._closing = threading.Event()  # the app is stopping: the run at hand ends, writing nothing more
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -62,10 +63,14 @@ class ExtractionService:
         self._thread = threading.Thread(target=self._work, name="extraction", daemon=True)
         self._thread.start()
 
+    def closing(self) -> None:
+        """The app is stopping: the run at hand ends where it is and writes nothing more (the next start
+        marks it as cut short). Said before the engine stops, so a run waiting for it ends at once."""
+        self._closing.set()
+
     def stop(self, timeout: float = 10.0) -> None:
         """End the worker after the part it is on (a run cut short is marked at the next start)."""
-        with self._lock:
-            self._stopped.update(self._live)
+        self.closing()
         self._jobs.put(None)
         if self._thread is not None:
             self._thread.join(timeout)
@@ -223,10 +228,12 @@ class ExtractionService:
             return self._live.get(run_id, "")
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while (job := self._jobs.get()) is not None and not self._closing.is_set():
             try:
                 self._run(job)
             except Exception as err:  # keep the worker alive for the next run
+                if self._closing.is_set():  # the database may be closing too; the next start marks the run
+                    return
                 log.exception("extraction run %s failed", job.run_id)
                 self._store.finish_run(job.run_id, error=f"internal error: {err}")
             with self._lock:
@@ -234,7 +241,7 @@ class ExtractionService:
 
     def _run(self, job: _Job) -> None:
         self._store.start_run(job.run_id)
-        stopped = lambda: job.run_id in self._stopped  # noqa: E731
+        stopped = lambda: job.run_id in self._stopped or self._closing.is_set()  # noqa: E731
         failed: list[str] = []  # "name: why" of each document whose result is an error (a timeout too)
         for done, doc in enumerate(job.documents):
             if stopped():
@@ -251,11 +258,13 @@ class ExtractionService:
                     with self._lock:
                         self._live[job.run_id] = f"document {done + 1} of {len(job.documents)} — {update.text}{waiting}"
             except ExtractionFailed as err:
-                if err.kind == "cancelled" and stopped():  # stopped while it waited or read: not a document done
+                if self._closing.is_set() or (err.kind == "cancelled" and stopped()):  # not a document done
                     break
                 self._store.save_result(job.run_id, doc.name, {}, document_id=doc.id, error=str(err))
                 failed.append(f"{doc.name}: {err}")
             self._store.progress(job.run_id, done + 1)
+        if self._closing.is_set():
+            return  # left "running": the next start marks it as cut short by the restart
         if stopped():
             self._store.finish_run(job.run_id, error="stopped by the user", stopped=True)
         elif failed:  # listed as an error, as its export says of those documents (not "done")
