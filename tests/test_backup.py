@@ -207,6 +207,7 @@ def state(root: Path, note: str) -> None:
     (root / "var" / "browser-secret").write_text(note)
 
 
+@pytest.mark.slow
 def test_a_restore_killed_half_way_at_start_is_finished_at_the_next_start(tmp_path: Path) -> None:
     import subprocess
     import sys

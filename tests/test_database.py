@@ -32,6 +32,7 @@ def _numbers(tmp_path: Path) -> Database:
     return database
 
 
+@pytest.mark.slow
 def test_readers_do_not_wait_for_a_long_write(tmp_path: Path) -> None:
     database = _numbers(tmp_path)
     writing, failures, waits, seen = threading.Event(), [], [], set()
@@ -135,6 +136,7 @@ with database.atomic() as db:
 """
 
 
+@pytest.mark.slow
 def test_a_crash_mid_write_leaves_nothing_half_written(tmp_path: Path) -> None:
     _numbers(tmp_path).close()
     child = subprocess.Popen(

@@ -106,6 +106,7 @@ def gradio_app() -> Iterator[str]:
         demo.close()
 
 
+@pytest.mark.slow
 def test_the_gradio_wrapper_shows_a_quartet_error_as_it_is_written(gradio_app: str) -> None:
     client = Client(gradio_app, verbose=False)
     with pytest.raises(AppError, match=r"^there is no conversation abc$"):

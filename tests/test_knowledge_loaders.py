@@ -72,6 +72,7 @@ def test_real_pdf_pages_are_read_in_a_child_with_progress(corpus: Path) -> None:
     assert worker_children(os.getpid()) == []
 
 
+@pytest.mark.slow
 def test_encrypted_pdf_needs_its_password(tmp_path: Path) -> None:
     locked = write(tmp_path / "locked.pdf", encrypted(handbook(), PASSWORD))
     err = failure(locked)
@@ -159,6 +160,7 @@ def test_two_columns_read_column_by_column_with_hyphenated_words_joined(tmp_path
     assert "eighteen kilometres from Malham" in page, "a word hyphenated at a line end was not joined"
 
 
+@pytest.mark.slow
 def test_a_form_and_a_chinese_pdf_read_their_text(tmp_path: Path) -> None:
     form = load(write(tmp_path / "form.pdf", service_form()), max_bytes=MB)
     assert len(form.pages) == 1 and "Service request form." in form.pages[0].text
@@ -192,6 +194,7 @@ def test_a_pdf_that_takes_too_long_is_killed(tmp_path: Path) -> None:
     assert worker_children(os.getpid()) == [], "the reader process outlived its time limit"
 
 
+@pytest.mark.slow
 def test_a_pdf_that_needs_too_much_memory_is_stopped(tmp_path: Path) -> None:
     err = failure(write(tmp_path / "hungry.pdf", memory_hungry_pdf()), memory_mb=150, timeout_s=60)
     assert err.kind == "too_large" and "150 MB of memory" in err.message

@@ -36,6 +36,7 @@ def encrypted_pdf(path: Path, *, algorithm: str, user_password: str, blank_pages
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_locked_pdf_asks_for_its_password_and_opens_with_it(tmp_path: Path, algorithm: str) -> None:
     path = encrypted_pdf(tmp_path / f"{algorithm}.pdf", algorithm=algorithm, user_password="open sesame")

@@ -8,6 +8,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+import pytest
+
 from app.ui.screens import Screens
 
 
@@ -18,6 +20,7 @@ def counting(closed: list[bool]) -> Iterator[int]:
         closed.append(True)
 
 
+@pytest.mark.slow
 def test_an_answer_draws_while_its_chat_is_shown_and_ends_closing_its_source_once_another_is() -> None:
     screens, closed = Screens(), list[bool]()
     screens.show("page", "a")
@@ -71,6 +74,7 @@ def test_a_frame_never_resumed_holds_a_switch_up_only_for_a_moment() -> None:
     assert screens.shows("page") == "b"
 
 
+@pytest.mark.slow
 def test_an_answer_left_for_another_chat_ends_with_a_frame_that_draws_nothing() -> None:
     """Gradio applies a step's last frame once more as the step ends: had that been the old answer's, the
     chat left (its transcript, "generating…") came back over the one picked (issue 22, item 3)."""
