@@ -1,7 +1,8 @@
 """A real appliance for tests: card agents on loopback and the app as its own process.
 
-Tests use ports of their own, below Linux's ephemeral range (RPC 30252+, health +1000; the web port
-from a free one), so that a running `make run` is left alone and no outgoing connection takes them.
+Tests use ports of their own, below Linux's ephemeral range (RPC 30252+, health +1000; web ports from
+12000+, each parallel worker a block of its own), so that a running `make run` is left alone and no
+outgoing connection takes them.
 """
 
 from __future__ import annotations
@@ -37,16 +38,26 @@ ADMIN_PASSWORD = "admin-test-password"
 STEP_TIMEOUT_S = 15.0
 CORPUS = ROOT.parent / "shared" / "corpus"
 # Card ports are fixed (health = RPC + 1000, app.endpoint.HEALTH_OFFSET); QUARTET_TEST_PORT_OFFSET moves them
-# all, so that two checkouts can run their suites side by side on one machine.
-PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0"))
+# all, so that two checkouts can run their suites side by side on one machine. Each parallel worker (`make
+# test` runs pytest-xdist's gw0, gw1, …) takes its own block 2,000 ports lower, and its web ports from a block
+# of its own below 20,000: nothing a test serves lies in Linux's ephemeral range (32768-60999), where an
+# outgoing connection could take a port between the test choosing it and the server binding it.
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0")) - 2000 * WORKER
 UPSTREAM_PORT = 28081 + PORT_OFFSET  # llama_cpp.server in tests/test_upstream.py (below the ephemeral range)
+_WEB_PORTS = iter(range(12_000 + 1_000 * WORKER + PORT_OFFSET % 1_000, 13_000 + 1_000 * WORKER))
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nobody holds, from this worker's block; never one handed out before in this run."""
+    for port in _WEB_PORTS:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # held, or still closing from an earlier run
+            return port
+    raise RuntimeError(f"worker {WORKER} has handed out every port of its block")
 
 
 def card_settings(first_port: int, count: int, cache_dir: Path, *, sysfs_root: Path | None = None) -> Settings:

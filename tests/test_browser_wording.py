@@ -137,6 +137,8 @@ def test_admin_catalog_fits_its_log_speaks_and_a_switch_during_a_reload_is_refus
 
         page.get_by_text("Cards", exact=True).first.click()
         page.locator("#restart-engine").click()
+        # the job by its name, at the click and on every tick after it (a tick once replaced the click's
+        # "⏳ engine restart…" before the page was drawn, when the progress line did not name the job)
         page.locator("#switch-result").get_by_text("engine restart").wait_for(timeout=10_000)
         toasts = page.locator(TOAST).count()
         page.locator("#model-choice input").click()

@@ -142,7 +142,8 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
             if job_now is None:
                 return _live(status()), gr.update(), None, gr.update(), gr.update(), gr.update()
             if job_now.state == "running":
-                return _live(status()), _progress(admin, status()), job_id, gr.update(), gr.update(), gr.update()
+                shown = _progress(admin, status(), job_now.name)
+                return _live(status()), shown, job_id, gr.update(), gr.update(), gr.update()
             return _live(status()), job_now.text, None, *overview(key)
 
         def started(key: str | None, name: str, action: Any, request: gr.Request) -> tuple[str, str]:
@@ -228,10 +229,11 @@ def _live(status: ApplianceStatus) -> str:
     return panels.overall(status) + panels.card_strip(status, compact=True)
 
 
-def _progress(admin: AdminService, status: ApplianceStatus) -> str:
-    """'card 1 (…): 180 MiB of ≈250 MiB (72 %)': never more loaded than the total (the service corrects its
-    estimate by what a card gained), in a unit that shows a small model's share."""
-    lines = [f"⏳ {status.message}"]
+def _progress(admin: AdminService, status: ApplianceStatus, job: str) -> str:
+    """'⏳ engine restart: loading…' then 'card 1 (…): 180 MiB of ≈250 MiB (72 %)': the job by its name on every
+    tick, never more loaded than the total (the service corrects its estimate by what a card gained), in a unit
+    that shows a small model's share."""
+    lines = [f"⏳ {job}: {status.message}"]
     for row in admin.load_progress():
         if row.pct is None or row.loaded_bytes is None or row.expected_bytes is None:
             lines.append(f"- card {row.card} ({row.endpoint}): no memory reading")
