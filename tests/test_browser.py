@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.browser_helpers import CHAT_READY, RUN_OVER, extract_with, ingest, open_chat, open_tab, send
-from tests.harness import Appliance
+from tests.harness import Appliance, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -47,8 +47,8 @@ def test_cards_tab_shows_a_panel_per_card(
     panels.first.wait_for(timeout=15_000)
     assert panels.count() == 4
     page.locator("#plot-load_pct").wait_for(timeout=15_000)
-    page.wait_for_timeout(2500)  # a few timer ticks: the plots fill
-    assert "45.0 °C" in panels.nth(0).inner_text()
+    first = panels.nth(0)  # the first card's board reads 45.0 °C (tests/conftest.py lays it out)
+    wait_until(lambda: "45.0 °C" in first.inner_text(), timeout=15, every=0.2, what="card 1's temperature")
     page.screenshot(path=str(artifacts / f"cards-{size[0]}x{size[1]}.png"), full_page=True)
     page.close()
 
@@ -198,9 +198,10 @@ def test_remote_images_and_script_links_in_a_message_load_nothing(browser: Any, 
         page.wait_for_function(
             "() => /tok\\/s|⚠/.test((document.querySelector('#chat-status')?.innerText ?? ''))", timeout=90_000
         )  # the answer is over
-        page.wait_for_timeout(500)
-        user = page.locator("#chatbot .message.user, #chatbot [data-testid='user']").last.inner_text()
-        assert "chart" in user and "click me" in user and "code.png" in user
+        asked = page.locator("#chatbot .message.user, #chatbot [data-testid='user']").last
+        wait_until(lambda: "code.png" in asked.inner_text(), timeout=10, every=0.2, what="the question drawn whole")
+        user = asked.inner_text()
+        assert "chart" in user and "click me" in user
         assert page.locator("#chatbot a[href^='javascript']").count() == 0
         assert page.locator(f"#chatbot img[src^='{spy}']").count() == 0
         assert hits == [], f"the page fetched {hits}"

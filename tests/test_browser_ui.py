@@ -107,18 +107,18 @@ def test_conversations_can_be_searched_renamed_and_deleted(browser: Any, applian
     page.locator("#chat-title textarea, #chat-title input").first.fill("Beacon upkeep")
     page.locator("#rename-chat").click()
     listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)
-    page.locator("#chat-search input, #chat-search textarea").first.fill("maintenance")
-    page.wait_for_timeout(800)
-    assert listing.get_by_text("Beacon upkeep").count() == 1  # found by what was said in it
-    page.locator("#chat-search input, #chat-search textarea").first.fill("no chat says this")
-    page.wait_for_timeout(800)
-    assert listing.get_by_text("Beacon upkeep").count() == 0
-    page.locator("#chat-search input, #chat-search textarea").first.fill("")
+    search = page.locator("#chat-search input, #chat-search textarea").first
+    search.fill("no chat says this")
+    listing.get_by_text("Beacon upkeep").wait_for(state="detached", timeout=10_000)  # the search is applied
+    search.fill("maintenance")
+    listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)  # found by what was said in it
+    search.fill("")
     listing.get_by_text("Beacon upkeep").wait_for(timeout=10_000)
     page.locator("#delete-chat").click()
     page.locator("#delete-chat-confirm").click()
     listing.get_by_text("Beacon upkeep").wait_for(state="detached", timeout=10_000)
-    assert page.locator("#chatbot").inner_text().strip() == ""
+    chat = page.locator("#chatbot")  # Gradio's "processing | 0.2s" shows there until the delete's step ends
+    wait_until(lambda: chat.inner_text().strip() == "", timeout=10, every=0.2, what="an empty chat after the delete")
     page.close()
 
 
