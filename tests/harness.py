@@ -38,10 +38,11 @@ ADMIN_PASSWORD = "admin-test-password"
 STEP_TIMEOUT_S = 15.0
 CORPUS = ROOT.parent / "shared" / "corpus"
 # Card ports are fixed (health = RPC + 1000, app.endpoint.HEALTH_OFFSET); QUARTET_TEST_PORT_OFFSET moves them
-# all, so that two checkouts can run their suites side by side on one machine. Each parallel worker (`make
-# test` runs pytest-xdist's gw0, gw1, …) takes its own block 2,000 ports lower, and its web ports from a block
-# of its own below 20,000: nothing a test serves lies in Linux's ephemeral range (32768-60999), where an
-# outgoing connection could take a port between the test choosing it and the server binding it.
+# all, so that two checkouts can run their suites side by side on one machine. A pytest-xdist worker (gw0,
+# gw1, … where someone runs `pytest -n N`; make test runs one process: docs/development.md says why) takes its
+# own block 2,000 ports lower, and its web ports from a block of its own below 20,000: nothing a test serves
+# lies in Linux's ephemeral range (32768-60999), where an outgoing connection could take a port between the
+# test choosing it and the server binding it.
 WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0")) - 2000 * WORKER
 UPSTREAM_PORT = 28081 + PORT_OFFSET  # llama_cpp.server in tests/test_upstream.py (below the ephemeral range)
