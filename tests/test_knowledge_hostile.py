@@ -49,6 +49,7 @@ def timed_load(path: Path, limits: ReadLimits = SMALL) -> tuple[float, LoadError
     return time.monotonic() - started, None, [p.text for p in doc.pages], doc.note
 
 
+@pytest.mark.slow
 def test_a_docx_zip_bomb_is_refused_before_it_is_unpacked(tmp_path: Path) -> None:
     bomb = docx_of(tmp_path / "bomb.docx", paragraphs=2_720_000)  # 190 MB (182 MiB) of XML in 600 kB
     assert bomb.stat().st_size < 1 * MB
@@ -73,6 +74,7 @@ def test_a_docx_whose_text_is_one_huge_run_is_read_in_part_in_little_memory(tmp_
     assert worker_children(os.getpid()) == []
 
 
+@pytest.mark.slow
 def test_a_csv_of_a_million_rows_is_read_in_part_quickly(tmp_path: Path) -> None:
     path = tmp_path / "rows.csv"
     with path.open("w") as out:

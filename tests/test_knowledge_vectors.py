@@ -85,6 +85,7 @@ def test_small_index_is_exact() -> None:
         assert np.allclose([s for _, s in found], np.sort(np.vstack([m for _, _, m in data]) @ query)[::-1][:50])
 
 
+@pytest.mark.slow
 def test_large_index_finds_what_the_exact_scan_finds(index: VectorIndex, mixture: tuple[Blocks, np.ndarray]) -> None:
     data, queries = mixture
     assert recall(index, data, queries) >= 0.95

@@ -166,6 +166,7 @@ def test_the_launcher_stops_everything_when_the_app_refuses_its_configuration(tm
         assert ports.bindable("127.0.0.1", port), f"a card agent still holds {port}"
 
 
+@pytest.mark.slow
 def test_a_port_in_time_wait_is_waited_for_and_named() -> None:
     port = 30302 + PORT_OFFSET
     listener = socket.socket()

@@ -80,6 +80,7 @@ def test_a_disabled_person_is_refused_at_once_everywhere_and_nothing_of_theirs_i
     assert "disable person" in actions and "enable person" in actions
 
 
+@pytest.mark.slow
 def test_a_renamed_person_keeps_their_conversations_and_keys(tmp_path: Path) -> None:
     box = Box(tmp_path / "q.db")
     chats = ChatStore(box.database)

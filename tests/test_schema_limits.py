@@ -146,6 +146,7 @@ def test_v1_request_bodies_are_made_valid_in_every_string() -> None:
     assert completion.stop == ["\ufffd"]
 
 
+@pytest.mark.slow
 def test_what_the_limits_let_through_llama_cpp_parses_in_well_under_a_second() -> None:
     import llama_cpp
 
