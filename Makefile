@@ -16,7 +16,7 @@ run: setup
 test: setup-test
 	@$(PY) -m pytest --durations=40
 
-# The quick loop, under a minute: no cards, no running appliance, no browser, no MiniLM, no corpus, and none
+# The quick loop, about a minute: no cards, no running appliance, no browser, no MiniLM, no corpus, and none
 # of the tests that take a second or more by themselves (`slow`: an app process, Tesseract over pages, memory
 # bounds). Markers come from the fixtures a test uses (tests/conftest.py) or are set by hand; make test runs all.
 test-fast: setup-test
