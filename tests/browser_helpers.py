@@ -70,10 +70,13 @@ def browser_context(browser: Any, width: int, height: int, **options: Any) -> It
         context.close()
 
 
-def goto(page: Any, url: str, ready: str | None = CHAT_READY) -> Any:
-    page.goto(url, wait_until="load")
+def goto(
+    page: Any, url: str, ready: str | None = CHAT_READY, *, wait_until: str = "load", timeout_ms: int = 15_000
+) -> Any:
+    """`url` in `page`, then `ready` shown within `timeout_ms` (the navigation has at least Playwright's 30 s)."""
+    page.goto(url, wait_until=wait_until, timeout=max(30_000, timeout_ms))
     if ready:
-        page.locator(ready).first.wait_for(timeout=15_000)
+        page.locator(ready).first.wait_for(timeout=timeout_ms)
     return page
 
 

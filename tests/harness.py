@@ -44,9 +44,11 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 # lies in Linux's ephemeral range (32768-60999), where an outgoing connection could take a port between the
 # test choosing it and the server binding it.
 WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-PORT_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0")) - 2000 * WORKER
+_ASKED_OFFSET = int(os.environ.get("QUARTET_TEST_PORT_OFFSET", "0"))
+PORT_OFFSET = _ASKED_OFFSET - 2000 * WORKER
 UPSTREAM_PORT = 28081 + PORT_OFFSET  # llama_cpp.server in tests/test_upstream.py (below the ephemeral range)
-_WEB_PORTS = iter(range(12_000 + 1_000 * WORKER + PORT_OFFSET % 1_000, 13_000 + 1_000 * WORKER))
+_WEB_FIRST = 12_000 + 1_000 * WORKER  # this worker's block of web ports; the asked offset moves within it
+_WEB_PORTS = iter(range(_WEB_FIRST + _ASKED_OFFSET % 1_000, _WEB_FIRST + 1_000))
 
 
 def free_port() -> int:

@@ -67,12 +67,23 @@ def test_a_whole_document_answer_cites_only_its_pages_and_names_its_source() -> 
 
 def test_load_progress_never_shows_more_loaded_than_its_total() -> None:
     from app.telemetry.load_progress import load_row
-    from app.ui.admin_page import _log_frame, _size
+    from app.telemetry.views import LoadRow
+    from app.ui.admin_page import _log_frame, _progress, _size
 
     row = load_row(1, "127.0.0.1:1", gained=int(1.05 * 2**30), expected=int(0.02 * 2**30))
     assert row.loaded_bytes is not None and row.expected_bytes is not None and row.pct is not None
     assert row.loaded_bytes <= row.expected_bytes and row.pct < 100
     assert (_size(row.loaded_bytes), _size(int(0.02 * 2**30))) == ("1.05 GiB", "20 MiB")
+    # the running action by its name on every tick, not only in the click's answer (a tick replaced the
+    # click's "⏳ engine restart…" before the page drew it); a card without a reading says so
+    line = _progress(
+        "engine restart", "loading Gemma 3 270M (demo) across 4 cards", [row, LoadRow(card=2, endpoint="e")]
+    )
+    assert line.splitlines() == [
+        "⏳ engine restart: loading Gemma 3 270M (demo) across 4 cards",
+        "- card 1 (127.0.0.1:1): 1.05 GiB of ≈1.05 GiB (99 %)",
+        "- card 2 (e): no memory reading",
+    ]
     log = _log_frame([{"at": "t", "who": "web", "action": "switch", "detail": "refused", "ok": 0}])
     assert log["Outcome"].tolist() == ["✗ refused or failed"] and "ok" not in log.columns
 

@@ -16,7 +16,7 @@ import pandas as pd
 from app.admin import AdminDenied, AdminService
 from app.errors import Refused
 from app.people_admin import PeopleAdmin
-from app.telemetry.views import ApplianceStatus
+from app.telemetry.views import ApplianceStatus, LoadRow
 from app.ui import admin_backup, admin_people, panels
 from app.ui.callers import acted_from, throttle_key
 from app.ui.errors import explained
@@ -139,12 +139,13 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
                 job_now = admin.job(key, job_id)
             except AdminDenied:
                 return gr.update(), gr.update(), None, gr.update(), gr.update(), gr.update()
+            now = status()
             if job_now is None:
-                return _live(status()), gr.update(), None, gr.update(), gr.update(), gr.update()
+                return _live(now), gr.update(), None, gr.update(), gr.update(), gr.update()
             if job_now.state == "running":
-                shown = _progress(admin, status(), job_now.name)
-                return _live(status()), shown, job_id, gr.update(), gr.update(), gr.update()
-            return _live(status()), job_now.text, None, *overview(key)
+                shown = _progress(job_now.name, now.message, admin.load_progress())
+                return _live(now), shown, job_id, gr.update(), gr.update(), gr.update()
+            return _live(now), job_now.text, None, *overview(key)
 
         def started(key: str | None, name: str, action: Any, request: gr.Request) -> tuple[str, str]:
             job_now = admin.start(key, name, action, who=who(request))  # refused while another runs (logged)
@@ -229,12 +230,12 @@ def _live(status: ApplianceStatus) -> str:
     return panels.overall(status) + panels.card_strip(status, compact=True)
 
 
-def _progress(admin: AdminService, status: ApplianceStatus, job: str) -> str:
+def _progress(job: str, message: str, rows: list[LoadRow]) -> str:
     """'⏳ engine restart: loading…' then 'card 1 (…): 180 MiB of ≈250 MiB (72 %)': the job by its name on every
     tick, never more loaded than the total (the service corrects its estimate by what a card gained), in a unit
     that shows a small model's share."""
-    lines = [f"⏳ {job}: {status.message}"]
-    for row in admin.load_progress():
+    lines = [f"⏳ {job}: {message}"]
+    for row in rows:
         if row.pct is None or row.loaded_bytes is None or row.expected_bytes is None:
             lines.append(f"- card {row.card} ({row.endpoint}): no memory reading")
             continue
