@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.browser_helpers import browser_context, goto, said, send
-from tests.harness import Appliance
+from tests.harness import Appliance, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -28,12 +28,38 @@ def crash(appliance: Appliance) -> None:
     appliance.start()
 
 
-def lists_and_opens(page: Any, url: str, shown: str, others: list[str], after: str) -> None:
-    """The page, opened again, shows the chat it showed last (`shown`), lists `others` too, and opens each."""
-    # the page is reloaded as a person would, and given a minute: the first load from an app just started
-    # after a kill -9 once took longer than Playwright's 30 s to fire "load" (a clean-clone run, 2026-12-03;
-    # once in four whole runs, the app ready), while the test's subject is what the page lists once drawn
-    goto(page, url, wait_until="domcontentloaded", timeout_ms=60_000)
+def marked(*pages: Any) -> None:
+    """Each page gets a mark that lives only as long as the document: gone once the page has reloaded."""
+    for page in pages:
+        page.evaluate("() => { window.__quartetBefore = true; }")
+
+
+def reconnected(page: Any, after: str) -> None:
+    """The page reloads by itself once the appliance answers again (assets/kiosk.js polls /health every 2 s),
+    as a person's open tab does; the test waits for that reload and the page drawn, never navigates over it
+    (a goto raced the page's own reload: "interrupted by another navigation", a clean clone's run 2026-12-03)."""
+    seen: list[str] = []
+
+    def back() -> bool:
+        try:
+            state = page.evaluate(
+                "() => [window.__quartetBefore === true, !!document.querySelector('#send:not([disabled])')]"
+            )
+        except Exception as error:  # the document is being replaced: its context is gone for a moment
+            seen[:] = [f"navigating ({type(error).__name__})"]
+            return False
+        seen[:] = [f"old document {state[0]}, Send on {state[1]}"]
+        return not state[0] and state[1]
+
+    try:
+        wait_until(back, timeout=90, every=0.25, what=f"the page to reload by itself after {after}")
+    except TimeoutError as error:
+        raise AssertionError(f"after {after}, the page did not reconnect by itself; last seen: {seen}") from error
+
+
+def lists_and_opens(page: Any, shown: str, others: list[str], after: str) -> None:
+    """The page, back after `after`, shows the chat it showed last (`shown`), lists `others` too, and opens each."""
+    reconnected(page, after)
     listing = page.locator("#conversations")
     for question in [shown, *others]:
         try:
@@ -66,12 +92,14 @@ def test_a_browser_finds_its_chats_after_a_restart_and_after_a_kill(browser: Any
         kiosk = goto(context.new_page(), kiosk_url)
         send(kiosk, at_kiosk)
         try:
+            marked(page, kiosk)
             appliance.restart()  # Ctrl-C's SIGTERM and a start
-            lists_and_opens(page, appliance.url, second, [first], "a restart")
-            lists_and_opens(kiosk, kiosk_url, at_kiosk, [], "a restart (kiosk)")
+            lists_and_opens(page, second, [first], "a restart")
+            lists_and_opens(kiosk, at_kiosk, [], "a restart (kiosk)")
+            marked(page, kiosk)
             crash(appliance)
-            lists_and_opens(page, appliance.url, first, [second], "a kill -9")  # first was the last one shown
-            lists_and_opens(kiosk, kiosk_url, at_kiosk, [], "a kill -9 (kiosk)")
+            lists_and_opens(page, first, [second], "a kill -9")  # first was the last one shown
+            lists_and_opens(kiosk, at_kiosk, [], "a kill -9 (kiosk)")
         finally:
             if appliance.proc is None or appliance.proc.poll() is not None:
                 appliance.start()  # the tests after this one need the shared appliance
