@@ -107,6 +107,21 @@ def _scripts(*names: str) -> str:
     return f"() => {{ [{each}].forEach((run) => run()); }}"
 
 
+# Gradio's queue loop looks for work every 1 ms and for progress to send every 10 ms when it has none
+# (gradio/queueing.py `sleep_when_free`): three mounted pages kept an idle appliance's web thread at 0.1 of
+# a core. An event waits at most these many seconds more to start, nothing beside a model's answer.
+QUEUE_IDLE_S = 0.02
+PROGRESS_IDLE_S = 0.05
+
+
+def _calm_queue(blocks: gr.Blocks) -> None:
+    """The page's queue polls at QUEUE_IDLE_S and PROGRESS_IDLE_S when idle (no-ops if Gradio renames them)."""
+    queue = getattr(blocks, "_queue", None)
+    for name, seconds in (("sleep_when_free", QUEUE_IDLE_S), ("progress_update_sleep_when_free", PROGRESS_IDLE_S)):
+        if queue is not None and hasattr(queue, name):
+            setattr(queue, name, seconds)
+
+
 def _mount(
     api: fastapi.FastAPI,
     ctx: AppContext,
@@ -143,6 +158,7 @@ def _mount(
         app_kwargs={"openapi_url": None} if logins else {},  # Gradio's /openapi.json would need no login
     )
     blocks.has_launched = True
+    _calm_queue(blocks)
     _name_refused_files(blocks)
     if logins:  # its sessions, which a person's removal ends
         mounted = (getattr(route, "app", None) for route in api.routes)
