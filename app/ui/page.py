@@ -49,7 +49,7 @@ def build(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Extraction", id="extraction") as extraction:
                 extraction_timer, extraction_now = extraction_tab.build(ctx.extraction)
             with gr.Tab("Cards", id="cards") as cards:
-                cards_timer, cards_now = cards_tab.build(ctx.telemetry)
+                cards_timers, cards_now = cards_tab.build(ctx.telemetry)
             if ctx.people.logins_on:  # a person's own keys: only where people log in
                 with gr.Tab("My API keys", id="keys") as keys:
                     my_keys.build(ctx.people, keys)
@@ -63,11 +63,11 @@ def build(ctx: AppContext) -> gr.Blocks:
         timer = gr.Timer(_HEADER_EVERY_S)
         timer.tick(lambda: display.header_html(ctx.status()), None, header, **QUIET)
         # a tab's timer only runs while the tab is shown
-        timers = {chat: None, documents: documents_timer, extraction: extraction_timer, cards: cards_timer}
-        every = [documents_timer, extraction_timer, cards_timer]
+        timers = {chat: [], documents: [documents_timer], extraction: [extraction_timer], cards: cards_timers}
+        every = [timer for shown in timers.values() for timer in shown]
         for tab in timers:
             tab.select(
-                lambda shown=timers[tab]: [gr.Timer(active=t is shown) for t in every],
+                lambda shown=timers[tab]: [gr.Timer(active=any(t is s for s in shown)) for t in every],
                 None,
                 every,
                 **QUIET,
