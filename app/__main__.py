@@ -98,7 +98,13 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
         knowledge=knowledge,
         extraction=extraction,
         answerer=Answerer(knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens),
-        summariser=Summariser(knowledge, engine, PROMPTS),
+        summariser=Summariser(
+            knowledge,
+            engine,
+            PROMPTS,
+            notes_tokens=kb.summary_notes_tokens,
+            answer_tokens=kb.summary_answer_tokens,
+        ),
         browser_secret=browser_secret(settings.data_dir),
         embed=_embed_with(embedder),
         backups=_schedule(settings),
@@ -172,6 +178,9 @@ def serve(ctx: AppContext, server: uvicorn.Server, settings: Settings) -> int:
         print(f"Quartet web app at {url}; the engine is not ready: {ctx.engine.status().message}", flush=True)
     while not stop.wait(0.5) and thread.is_alive():
         pass
+    from app.server import end_page_streams
+
+    end_page_streams(server)  # else an open page's stream holds the stop for the whole grace
     server.should_exit = True
     thread.join(timeout=5)
     return 0

@@ -49,6 +49,12 @@ class WebSettings(_Section):
         description="Address the web app binds; 0.0.0.0 to face the LAN (then `users` and `api_keys` are required).",
     )
     port: int = Field(7860, ge=1, le=65535, description="Port of the web app (UI and API).")
+    shutdown_grace_s: float = Field(
+        3.0,
+        gt=0,
+        le=60,
+        description="On stop, seconds the web app lets open requests finish (an open page's stream never does).",
+    )
     allow_open_lan: bool = Field(
         False, description="Serve a non-loopback address without `users` or `api_keys` (everyone on the LAN gets in)."
     )
@@ -91,6 +97,12 @@ class KnowledgeSettings(KnowledgeOptions):
     dir: Path = Field(default=Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
     embed_threads: int = Field(default=1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
     sources: int = Field(default=6, ge=1, description="Passages retrieved for a question.")
+    summary_notes_tokens: int = Field(
+        default=160, ge=16, description="Read it all: tokens of the notes taken on each part of a document."
+    )
+    summary_answer_tokens: int = Field(
+        default=400, ge=16, description="Read it all: tokens of the answer written from the notes."
+    )
 
 
 class ExtractionSettings(_Section):

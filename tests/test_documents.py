@@ -97,6 +97,8 @@ def test_a_whole_document_is_read_part_by_part(appliance: Appliance, library: di
     answer, last = job.result()
     assert any(p.startswith("reading part 1 of") for p in progress)
     assert last == "writing the answer" and answer.strip()
+    # knowledge.summary_answer_tokens (96 in tests/harness.py; 400 by default) caps the answer: no more words
+    assert len(answer.split()) <= 96, f"{len(answer.split())} words: {answer!r}"
 
 
 def test_a_document_that_failed_cannot_be_summarised(appliance: Appliance, library: dict[str, dict[str, Any]]) -> None:
