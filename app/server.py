@@ -6,7 +6,7 @@ import asyncio
 import functools
 import re
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import fastapi
 import gradio as gr
@@ -242,18 +242,15 @@ def _mount_openai(api: fastapi.FastAPI, ctx: AppContext) -> None:
     errors.install(api)  # every QuartetError a route raises, in OpenAI's shape
 
 
-def end_page_streams(server: uvicorn.Server) -> int:
+def end_page_streams(server: uvicorn.Server) -> None:
     """End every open page's heartbeat stream, as Gradio's own `close()` does before it stops its server: an
     open page holds that stream to the end, and uvicorn's stop waits for it to its grace (4.4 s with one page
     open, every stop). Each mounted page's stream waits on its app's `stop_event`; set from this thread, it
-    lands on the web loop's next tick (uvicorn wakes every 0.1 s). Returns how many pages were told."""
-    told = 0
+    lands on the web loop's next tick (uvicorn wakes every 0.1 s)."""
     for route in getattr(server.config.app, "routes", ()):
         event = getattr(getattr(route, "app", None), "stop_event", None)
         if isinstance(event, asyncio.Event):
             event.set()
-            told += 1
-    return told
 
 
 def make_server(ctx: AppContext) -> uvicorn.Server:
@@ -262,8 +259,6 @@ def make_server(ctx: AppContext) -> uvicorn.Server:
         host=ctx.settings.web.host,
         port=ctx.settings.web.port,
         log_level="warning",
-        # an open page keeps Gradio's event stream open to the end, so a stop with a page open always waits this;
-        # uvicorn types it int, and hands it to asyncio.timeout, which takes a float
-        timeout_graceful_shutdown=cast(int, ctx.settings.web.shutdown_grace_s),
+        timeout_graceful_shutdown=3,  # open pages' streams are ended first (end_page_streams)
     )
     return uvicorn.Server(config)

@@ -49,12 +49,6 @@ class WebSettings(_Section):
         description="Address the web app binds; 0.0.0.0 to face the LAN (then `users` and `api_keys` are required).",
     )
     port: int = Field(7860, ge=1, le=65535, description="Port of the web app (UI and API).")
-    shutdown_grace_s: float = Field(
-        3.0,
-        gt=0,
-        le=60,
-        description="On stop, seconds the web app lets open requests finish (an open page's stream never does).",
-    )
     allow_open_lan: bool = Field(
         False, description="Serve a non-loopback address without `users` or `api_keys` (everyone on the LAN gets in)."
     )

@@ -115,9 +115,6 @@ class Appliance:
             "QUARTET_DATA_DIR": str(self.data_dir),
             "QUARTET_ENGINE__CARDS": json.dumps(self.endpoints),
             "QUARTET_TELEMETRY__POLL_S": "0.5",
-            # a stop with a client's answer stream open waits out the grace (3 s by default); the suite stops
-            # dozens of apps
-            "QUARTET_WEB__SHUTDOWN_GRACE_S": "0.5",
             "QUARTET_ENGINE__STEP_TIMEOUT_S": str(STEP_TIMEOUT_S),
             "QUARTET_ENGINE__MAX_TOKENS": "64",
             # Read it all: every part's notes and the answer at their caps (tests/test_documents.py holds the

@@ -22,12 +22,11 @@ def test_a_stop_with_a_page_stream_open_ends_the_stream_instead_of_waiting_out_t
     nowhere = {"QUARTET_ENGINE__BACKEND": "upstream", "QUARTET_ENGINE__UPSTREAM_URL": "http://127.0.0.1:9/v1"}
     app = Appliance(None, tmp_path / "var", tmp_path / "logs", models_folder(tmp_path / "models"), settings=nowhere)
     app.start(engine=False)  # no engine needed: the page and its streams are the subject
-    opened, lines = threading.Event(), []
+    opened = threading.Event()
 
     def hold_the_stream() -> None:  # what an open tab keeps: GET …/heartbeat/<session>, an endless event stream
         with httpx.stream("GET", f"{app.url}/gradio_api/heartbeat/stop-test", timeout=30) as stream:
-            for line in stream.iter_lines():
-                lines.append(line)
+            for _ in stream.iter_lines():
                 opened.set()
 
     reader = threading.Thread(target=hold_the_stream, daemon=True)
