@@ -91,12 +91,8 @@ class KnowledgeSettings(KnowledgeOptions):
     dir: Path = Field(default=Path("kb"), description="The watched knowledge-base folder; uploads are saved here.")
     embed_threads: int = Field(default=1, ge=1, description="CPU threads of the embedder (the engine needs the rest).")
     sources: int = Field(default=6, ge=1, description="Passages retrieved for a question.")
-    summary_notes_tokens: int = Field(
-        default=160, ge=16, description="Read it all: tokens of the notes taken on each part of a document."
-    )
-    summary_answer_tokens: int = Field(
-        default=400, ge=16, description="Read it all: tokens of the answer written from the notes."
-    )
+    summary_notes_tokens: int = Field(default=160, ge=16, description="Read it all: tokens of each part's notes.")
+    summary_answer_tokens: int = Field(default=400, ge=16, description="Read it all: tokens of the answer.")
 
 
 class ExtractionSettings(_Section):
