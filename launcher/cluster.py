@@ -11,6 +11,7 @@ nothing is left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -80,10 +81,15 @@ class CardProcesses:
                 where = f"; see {self.log_dir / f'card{index}.log'}" if self.log_dir else ""
                 raise RuntimeError(f"card agent {index} exited with code {proc.returncode}{where}")
             try:
-                with urllib.request.urlopen(url, timeout=1):
-                    return
-            except OSError:
+                with urllib.request.urlopen(url, timeout=1) as response:
+                    answered = json.loads(response.read()).get("pid")
+            except (OSError, ValueError):
                 time.sleep(0.1)
+                continue
+            if proc is None or answered == proc.pid:
+                return
+            # another appliance's (or test run's) card holds the port: ours will fail to bind and exit
+            raise RuntimeError(f"card agent {index}'s port at {url} answers for another process (pid {answered})")
         raise RuntimeError(f"card agent {index} did not become healthy at {url} within {timeout:.0f} s")
 
     def kill(self, index: int, sig: int = signal.SIGKILL) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from launcher.cluster import CardProcesses
 from tests.engine_host import EngineHost
-from tests.harness import ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
+from tests.harness import API_KEY, ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
+from tests.ledger import Ledger, engine_counters
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -81,6 +82,29 @@ def no_page_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     for context in set(chromium.contexts) - before:
         context.close()
+
+
+LEDGER = Ledger()
+
+
+@pytest.fixture(autouse=True)
+def engine_ledger(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The shared appliance's answers and generated tokens while the test ran (tests/ledger.py)."""
+    if "appliance" not in request.fixturenames:
+        yield
+        return
+    url = request.getfixturevalue("appliance").url
+    before = engine_counters(url, API_KEY)
+    yield
+    LEDGER.note(request.node.nodeid, before, engine_counters(url, API_KEY))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    lines = LEDGER.report()
+    if lines:
+        terminalreporter.section("generated tokens (tests/ledger.py)")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.endpoint import Endpoint
 from app.settings import Settings
 from launcher.agent_settings import from_command_line
 from launcher.card_agent import AddressRefused, check_address
@@ -147,3 +148,17 @@ def test_rpc_port_in_use_is_a_clear_failure(appliance_cards: CardProcesses) -> N
     assert done.returncode != 0
     assert "could not listen" in done.stderr or "Failed to create server socket" in done.stderr
     assert time.monotonic() - started < 40
+
+
+def test_cards_started_on_ports_another_run_holds_fail_instead_of_borrowing_its_cards(
+    appliance_cards: CardProcesses, tmp_path: Path
+) -> None:
+    """A second suite (or appliance) on the same ports: its health checks reach the first one's agents, and it
+    would drive them from a second host. Starting says so instead of waiting on someone else's health."""
+    first = Endpoint.parse(appliance_cards.endpoints[0]).port
+    second = CardProcesses(card_settings(first, 1, tmp_path / "cache"))
+    try:
+        with pytest.raises(RuntimeError, match=r"answers for another process \(pid \d+\)"):
+            second.start_all()
+    finally:
+        second.stop_all()

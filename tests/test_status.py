@@ -139,7 +139,7 @@ def status_with(endpoint: str, model: str) -> ApplianceStatus:
 
 
 def scrape(status: ApplianceStatus) -> dict[str, list[tuple[dict[str, str], float]]]:
-    counters = {"tokens": 10, "requests": 2, "errors": 0, "cancelled": 1}
+    counters = {"tokens": 10, "prompt_tokens": 70, "requests": 2, "errors": 0, "cancelled": 1}
     text = metrics.render(metrics.registry(lambda: status, lambda: counters)).decode()
     return {f.name: [(s.labels, s.value) for s in f.samples] for f in text_string_to_metric_families(text)}
 
@@ -179,6 +179,7 @@ def test_metrics_keep_their_names_and_add_slots_and_cache() -> None:
     assert [name for name in kept if name not in families] == []
     value = {name: samples[0][1] for name, samples in families.items() if samples}
     assert value["quartet_engine_tokens_generated"] == 10 and value["quartet_engine_cancelled"] == 1
+    assert value["quartet_engine_prompt_tokens"] == 70
     assert (value["quartet_engine_running_answers"], value["quartet_engine_slots"]) == (3, 4)
     assert value["quartet_engine_queue_length"] == 2 and value["quartet_engine_aggregate_tokens_per_second"] == 41.5
     assert value["quartet_engine_prefix_hits"] == 7 and value["quartet_engine_cached_tokens"] == 1234

@@ -37,11 +37,11 @@ class RateMeter:
 
 
 class Counters:
-    """Monotonic totals for /metrics: requests, tokens generated, errors, cancellations."""
+    """Monotonic totals for /metrics: requests, tokens generated, prompt tokens, errors, cancellations."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values = {"requests": 0, "tokens": 0, "errors": 0, "cancelled": 0}
+        self._values = {"requests": 0, "tokens": 0, "prompt_tokens": 0, "errors": 0, "cancelled": 0}
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:

@@ -80,6 +80,7 @@ class Tally:
             self.counters.add("tokens")
         elif isinstance(event, Done):
             self.last_stats = event.stats
+            self.counters.add("prompt_tokens", event.stats.prompt_tokens)
             if event.stats.finish_reason == "cancelled":
                 self.counters.add("cancelled")
         elif isinstance(event, Failed):

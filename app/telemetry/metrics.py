@@ -36,6 +36,7 @@ _CARD_GAUGES: list[tuple[str, str, Callable[[CardView], float | None]]] = [
 # name (without _total), help, key in the engine's Counters
 _COUNTERS = [
     ("engine_tokens_generated", "Tokens generated since the app started.", "tokens"),
+    ("engine_prompt_tokens", "Prompt tokens of the answers that ended, cached ones included.", "prompt_tokens"),
     ("engine_requests", "Answers started since the app started.", "requests"),
     ("engine_errors", "Answers that failed since the app started.", "errors"),
     ("engine_cancelled", "Answers stopped before their end.", "cancelled"),
