@@ -13,8 +13,11 @@ setup-test:
 run: setup
 	@$(PY) -m launcher
 
+# Two workers (pytest-xdist), a file to each at a time: each worker starts its own appliance, cards and
+# browser on ports of its own (tests/harness.py). `make test WORKERS=0` runs the suite in one process.
+WORKERS ?= 2
 test: setup-test
-	@$(PY) -m pytest --durations=40
+	@$(PY) -m pytest -n $(WORKERS) --dist loadfile --durations=40
 
 # The quick loop, about a minute: no cards, no running appliance, no browser, no MiniLM, no corpus, and none
 # of the tests that take a second or more by themselves (`slow`: an app process, Tesseract over pages, memory

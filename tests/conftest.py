@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -13,6 +13,10 @@ from tests.harness import API_KEY, ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, ca
 from tests.ledger import Ledger, engine_counters
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The card agents and the app inherit this. llama.cpp's CPU threads (OpenMP) spin after each graph by default:
+# with two workers' appliances on two cores the spinning took the other worker's core (six files, two
+# workers: 241 s wall and 355 s user CPU spinning, 188-204 s and 240-260 s passive; docs/development.md).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 APPLIANCE_CARDS_PORT = 30252 + PORT_OFFSET  # four cards for the shared appliance
 ENGINE_CARDS_PORT = 30262 + PORT_OFFSET  # two cards for in-process engine tests (a card serves one host at a time)
@@ -96,7 +100,16 @@ def engine_ledger(request: pytest.FixtureRequest) -> Iterator[None]:
     url = request.getfixturevalue("appliance").url
     before = engine_counters(url, API_KEY)
     yield
-    LEDGER.note(request.node.nodeid, before, engine_counters(url, API_KEY))
+    # Carried on the test's report, so that under pytest-xdist the counts reach the controller's summary.
+    request.node.user_properties.append(("engine_ledger", (before, engine_counters(url, API_KEY))))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":
+        for key, value in report.user_properties:
+            if key == "engine_ledger":
+                before, after = cast("tuple[dict[str, int], dict[str, int]]", value)
+                LEDGER.note(report.nodeid, before, after)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
