@@ -30,11 +30,12 @@ SCAN = "lab-report-scan.pdf"
 FAX = 0.29  # page 1 is scanned at this share of the resolution (read with confidence 0.64)
 POOR, WELL = 1, 2  # the pages
 COLUMNS = ("analyte", "value", "unit")  # the results table's columns every printed row has
+WELL_LINES = lab_report().pages[0][5:-2]  # what page 2 prints: the results table
 
 
 def scanned_lab_report() -> bytes:
     lines = lab_report().pages[0]
-    header, results = [*lines[:4], "Accreditation: ISO/IEC 17025", lines[-1]], lines[5:-2]
+    header, results = [*lines[:4], "Accreditation: ISO/IEC 17025", lines[-1]], WELL_LINES
     fax = scan(header, width=1300, noise=30, blur=0.8)
     fax = fax.resize((int(fax.width * FAX), int(fax.height * FAX)), Image.Resampling.BILINEAR)
     return image_pdf(
@@ -63,12 +64,16 @@ def extract(client: Any, schema: dict[str, Any], max_tokens: int) -> dict[str, A
 def test_the_lab_report_template_on_a_scan_gives_typed_fields_and_marks_poorly_read_values_unsure(
     client: Any,
 ) -> None:
-    """The demo model fills the header's fields (page 1) within its cap, before the table."""
+    """The demo model fills the header's fields (page 1) within its cap, before the table. A value is unsure
+    only when found on the poor page alone: beside two busy loops it once answered `report_number` "1",
+    which page 2 prints too, and the appliance rightly called it sure."""
     result = extract(client, TEMPLATE, 400)
     verified = [p for p in places_of(result["fields"]) if p["verified"]]
     assert verified, "no value was grounded in the OCR'd text"
-    for place in verified:  # a list's items may be found on the well-read page too (flags "H", "L"): not unsure
-        if place["page"] == WELL or not isinstance(result["record"].get(place["name"]), list):
+    well = "\n".join(WELL_LINES)
+    for place in verified:  # a value also printed on the well-read page (a list's "H", a "1") is found there: sure
+        value = result["record"].get(place["name"])
+        if place["page"] == WELL or not (isinstance(value, list) or str(value) in well):
             assert place["unsure"] is (place["page"] == POOR), f"page 1 is read unsure, page 2 surely: {place}"
     assert any(p["page"] == POOR and p["unsure"] for p in verified), "nothing from the poor page was marked unsure"
 
