@@ -17,7 +17,7 @@ run: setup
 # browser on ports of its own (tests/harness.py). `make test WORKERS=0` runs the suite in one process.
 WORKERS ?= 2
 test: setup-test
-	@$(PY) -m pytest -n $(WORKERS) --dist loadfile --durations=40
+	@$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=40
 
 # The quick loop, about a minute: no cards, no running appliance, no browser, no MiniLM, no corpus, and none
 # of the tests that take a second or more by themselves (`slow`: an app process, Tesseract over pages, memory

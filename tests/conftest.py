@@ -9,6 +9,7 @@ import pytest
 
 from launcher.cluster import CardProcesses
 from tests.engine_host import EngineHost
+from tests.file_order import load_table, longest_first
 from tests.harness import API_KEY, ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
 from tests.ledger import Ledger, engine_counters
 
@@ -40,6 +41,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture in getattr(item, "fixturenames", ()):
             for marker in MARKERS_BY_FIXTURE.get(fixture, ()):
                 item.add_marker(marker)
+    # The longest files first, so that two workers end together (tests/file_order.py; make test passes
+    # --no-loadscope-reorder, else xdist orders the files by their number of tests).
+    items[:] = longest_first(items, load_table())
 
 
 @pytest.fixture(scope="session")
