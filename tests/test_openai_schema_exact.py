@@ -138,8 +138,10 @@ def tool_call(api: openai.OpenAI, index: int) -> Any:
     return parsed
 
 
-def test_ten_tool_calls_with_bounds_on_every_kind_validate(api: openai.OpenAI) -> None:
-    calls = at_once([partial(tool_call, api, index) for index in range(10)])
+def test_tool_calls_with_bounds_on_every_kind_validate(api: openai.OpenAI) -> None:
+    # Six: every meeting once, streamed and not (index % 2), the first again with another seed. Ten took the
+    # suite's most tokens (1,307 of ~13,000) and showed nothing six do not.
+    calls = at_once([partial(tool_call, api, index) for index in range(6)])
     assert len({c["minutes"] for c in calls}) > 1, calls
 
 
