@@ -7,6 +7,7 @@ from typing import Any, cast
 
 import pytest
 
+from app.gradio_import import skip_stub_writer
 from launcher.cluster import CardProcesses
 from tests.engine_host import EngineHost
 from tests.file_order import load_table, longest_first
@@ -14,6 +15,7 @@ from tests.harness import API_KEY, ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, ca
 from tests.ledger import Ledger, engine_counters
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+skip_stub_writer()  # as the app does: Gradio's stub writer is ~2.3 s of CPU in every process that imports it
 # The card agents and the app inherit this. llama.cpp's CPU threads (OpenMP) spin after each graph by default:
 # with two workers' appliances on two cores the spinning took the other worker's core (six files, two
 # workers: 241 s wall and 355 s user CPU spinning, 188-204 s and 240-260 s passive; docs/development.md).

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ElementTree
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "tests" / "file_seconds.json"
@@ -30,6 +30,9 @@ UNKNOWN_PER_TEST_S = 1.0
 class Item(Protocol):
     @property
     def nodeid(self) -> str: ...
+
+
+Collected = TypeVar("Collected", bound=Item)
 
 
 def file_of(nodeid: str) -> str:
@@ -43,7 +46,7 @@ def load_table(path: Path = TABLE) -> dict[str, float]:
         return {}
 
 
-def longest_first(items: Sequence[Item], seconds: dict[str, float]) -> list[Item]:
+def longest_first(items: Sequence[Collected], seconds: dict[str, float]) -> list[Collected]:
     """`items` with each file's tests together and in their own order, the files longest first; files of equal
     weight keep the order they were collected in."""
     first_seen: dict[str, int] = {}
