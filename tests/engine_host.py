@@ -11,6 +11,22 @@ from app.engine.engine_config import EngineConfig
 from app.settings import DEMO_MODEL
 from launcher.cluster import CardProcesses
 
+_LIVE: list[EngineHost] = []
+
+
+def vocab_only(model: Path = DEMO_MODEL) -> Any:
+    """A vocab-only `llama_cpp.Llama` of `model`, for tests that tokenize or build grammars in this process.
+
+    Loading any model, even vocab-only, makes llama.cpp ask every RPC device this process has registered (the
+    engine tests' cards) for its memory. A card serves one host at a time: with an engine of this process still
+    held on it, that question waits forever (a whole run hung so: test_engine_front_door, then
+    test_openai_contract, on one worker). The engines held are closed first; the next engine test loads again."""
+    import llama_cpp
+
+    for host in _LIVE:
+        host.close()
+    return llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+
 
 class EngineHost:
     """The one host of the two engine cards (a card serves one host at a time): it holds one engine, loaded,
@@ -22,6 +38,7 @@ class EngineHost:
         self._key: tuple[object, ...] | None = None
         self._held: Any = None  # an Engine (llamacpp) or an EngineService
         self._close: Any = None
+        _LIVE.append(self)
 
     def config(
         self, *, n_ctx: int, parallel: int = 4, template: tuple[Path, str] | None = None, isolation: bool = True

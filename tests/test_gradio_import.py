@@ -7,7 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.harness import ROOT
+
+pytestmark = pytest.mark.slow  # each test imports Gradio in a process of its own (2-4 s)
 
 
 def run(code: str) -> str:

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from app.api.token_ids import cl100k
+from tests.engine_host import vocab_only
 from tests.harness import API_KEY, Appliance
 
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
@@ -126,12 +127,8 @@ def _cosine(a: list[float], b: list[float]) -> float:
 
 
 def test_a_completion_prompt_of_token_ids_is_read_as_those_tokens(api: openai.OpenAI) -> None:
-    from llama_cpp import Llama
-
-    from app.settings import DEMO_MODEL
-
     text = "The capital of France is"
-    vocab = Llama(model_path=str(DEMO_MODEL), vocab_only=True, verbose=False)
+    vocab = vocab_only()
     ids = vocab.tokenize(text.encode(), add_bos=True, special=True)
     as_text = api.completions.create(model="demo", prompt=text, max_tokens=4, temperature=0)
     for prompt in (ids, [ids]):

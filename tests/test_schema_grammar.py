@@ -15,10 +15,10 @@ import llama_cpp
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.engine.engine_config import DEMO_MODEL
 from app.engine.llama.schema_grammar import to_gbnf
 from app.schema_exact import format_checker
 from app.schema_limits import CostlySchema, check_cost
+from tests.engine_host import vocab_only
 
 
 class Grammar:
@@ -81,7 +81,7 @@ class Grammar:
 
 @pytest.fixture(scope="module")
 def llm() -> Any:
-    return llama_cpp.Llama(str(DEMO_MODEL), vocab_only=True, verbose=False)
+    return vocab_only()  # closes an engine this process holds on the engine cards (tests/engine_host.py)
 
 
 INTEGER_RANGES = [
