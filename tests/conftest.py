@@ -13,6 +13,7 @@ from tests.engine_host import EngineHost
 from tests.file_order import load_table, longest_first
 from tests.harness import API_KEY, ARTIFACTS, CORPUS, PORT_OFFSET, Appliance, card_settings, models_folder, rk_board
 from tests.ledger import Ledger, engine_counters
+from tests.warm_browser import WarmBrowser
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 skip_stub_writer()  # as the app does: Gradio's stub writer is ~2.3 s of CPU in every process that imports it
@@ -69,32 +70,37 @@ CHROMIUM_FLAGS = [
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One real Chromium for every browser test."""
+def browser() -> Iterator[WarmBrowser]:
+    """One real Chromium for every browser test, its contexts used again emptied (tests/warm_browser.py)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield chromium
+        yield WarmBrowser(chromium)
         chromium.close()
 
 
 @pytest.fixture(autouse=True)
 def no_page_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A browser context a test opened and left open is closed when the test ends: an open chat page idles at
-    0.14 of a core (its timers and the app's answers to them) for the rest of the run. Contexts that a module's
-    fixture holds for its tests were opened before this one starts, and are left to it."""
+    """A browser context a test opened and left open is given back (emptied) when the test ends: an open chat
+    page idles at 0.14 of a core (its timers and the app's answers to them) for the rest of the run. Contexts
+    that a module's fixture holds for its tests were handed out before this one starts, and are left to it."""
     if "browser" not in request.fixturenames:
         yield
         return
-    chromium = request.getfixturevalue("browser")
-    before = set(chromium.contexts)
+    chromium = cast("WarmBrowser", request.getfixturevalue("browser"))
+    before = chromium.checked_out()
     yield
-    for context in set(chromium.contexts) - before:
-        context.close()
+    for context in chromium.checked_out():
+        if context not in before:
+            context.close()
+    # Carried on the report, so that under pytest-xdist the controller's summary has each worker's counts.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    request.node.user_properties.append(("browser_contexts", (worker, chromium.report())))
 
 
 LEDGER = Ledger()
+BROWSER_CONTEXTS: dict[str, str] = {}  # the last count each worker reported
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +122,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             if key == "engine_ledger":
                 before, after = cast("tuple[dict[str, int], dict[str, int]]", value)
                 LEDGER.note(report.nodeid, before, after)
+            elif key == "browser_contexts":
+                worker, line = cast("tuple[str, str]", value)
+                BROWSER_CONTEXTS[worker] = line
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -124,6 +133,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("generated tokens (tests/ledger.py)")
         for line in lines:
             terminalreporter.write_line(line)
+    for worker, line in sorted(BROWSER_CONTEXTS.items()):
+        terminalreporter.write_line(f"{worker or 'the run'}: {line} (tests/warm_browser.py)")
 
 
 @pytest.fixture(scope="session")
