@@ -15,7 +15,7 @@ from tests.warm_browser import WarmBrowser
 
 
 class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         body = b"<!doctype html><title>pool</title><p>a page</p>"
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
