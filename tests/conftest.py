@@ -21,6 +21,11 @@ skip_stub_writer()  # as the app does: Gradio's stub writer is ~2.3 s of CPU in 
 # with two workers' appliances on two cores the spinning took the other worker's core (six files, two
 # workers: 241 s wall and 355 s user CPU spinning, 188-204 s and 240-260 s passive; docs/development.md).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Every httpx client (gradio_client makes several a call, an OpenAI SDK client one) loads a CA bundle into a new
+# SSL context: 26 ms of CPU for certifi's ~150 certificates, 0.5 ms for one. The suite speaks plain HTTP to
+# loopback alone, so its processes (and the apps and servers they start) trust one public root: a gradio_client
+# call cost the test 95 ms of CPU and now 8, a new Client 150 ms and now 20 (docs/development.md).
+os.environ["SSL_CERT_FILE"] = str(Path(__file__).parent / "data" / "one-ca.pem")
 
 APPLIANCE_CARDS_PORT = 30252 + PORT_OFFSET  # four cards for the shared appliance
 ENGINE_CARDS_PORT = 30262 + PORT_OFFSET  # two cards for in-process engine tests (a card serves one host at a time)
