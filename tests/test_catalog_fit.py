@@ -12,7 +12,7 @@ import pytest
 
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError
-from app.engine.llama import catalog, placement
+from app.engine.llama import catalog, gguf_header, placement
 from app.settings import DEMO_MODEL
 
 MIB = 2**20
@@ -156,3 +156,24 @@ def test_a_gguf_entry_on_a_box_with_no_cards_is_refused_naming_the_missing_cards
     with pytest.raises(EngineError, match="none are listed") as refused:
         catalog.config_for(entry, upstream, models_dir=tmp_path)
     assert refused.value.kind == "request"
+
+
+def test_a_header_is_read_once_while_its_file_stays_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The admin's catalog reads every entry's header at each listing: an unchanged file is parsed once, and a
+    file rewritten in place (other size or mtime) is parsed again, never answered from the old one."""
+    parsed: list[Path] = []
+    real = gguf_header._read
+
+    def counted(path: Path) -> gguf_header.Header:
+        parsed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(gguf_header, "_read", counted)
+    model = make_gguf(tmp_path / "made.gguf", layers=8)
+    first = catalog.inspect_gguf(model)
+    assert catalog.inspect_gguf(model) == first
+    assert catalog.weights_per_card(model, 4)
+    assert parsed == [model]
+    make_gguf(model, layers=4)
+    assert catalog.inspect_gguf(model).n_layers == 4 != first.n_layers
+    assert parsed == [model, model]

@@ -45,7 +45,27 @@ class Header:
     data_start: int
 
 
+# Headers read, by file identity: a GGUF's header holds its whole vocabulary (the demo model's 262,144 tokens:
+# 0.15 s of CPU on the 2-core test machine to walk), and the admin's catalog reads every entry's header at
+# each listing. A file replaced or rewritten has another inode, size or mtime, and is read again.
+_READ: dict[tuple[str, int, int, int], Header] = {}
+_KEEP = 16
+
+
 def read_header(path: Path) -> Header:
+    """The GGUF header of `path`, read once while the file stays the same."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    found = _READ.get(key)
+    if found is None:
+        found = _read(path)
+        if len(_READ) >= _KEEP:
+            _READ.pop(next(iter(_READ)), None)
+        _READ[key] = found
+    return found
+
+
+def _read(path: Path) -> Header:
     with path.open("rb") as f:
         if f.read(4) != b"GGUF":
             raise HeaderError("it does not start with the GGUF magic bytes")
