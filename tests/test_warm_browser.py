@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.harness import free_port
-from tests.warm_browser import WarmBrowser
+from tests.warm_browser import CLEAR_PATH, WarmBrowser
 
 
 class _Page(BaseHTTPRequestHandler):
@@ -54,7 +54,7 @@ def test_a_context_given_back_is_handed_out_again_emptied(browser: WarmBrowser, 
     again = browser.new_context(viewport={"width": 640, "height": 480}, color_scheme="dark")
     assert (browser.made, browser.reused) == (made, reused + 1), "the context given back was not used again"
     assert again._context is context._context
-    assert again.pages == [], "the last test's pages are still open"
+    assert [p.url for p in again.pages] == [site + CLEAR_PATH], "the last test's pages are still open"
     page = again.new_page()
     assert page.viewport_size == {"width": 640, "height": 480}
     assert again.cookies() == []
@@ -65,6 +65,24 @@ def test_a_context_given_back_is_handed_out_again_emptied(browser: WarmBrowser, 
         "granted"
     )
     again.close()
+
+
+def test_the_page_given_back_is_the_next_tests_first_page_emptied(browser: WarmBrowser, site: str) -> None:
+    page = browser.new_page(viewport={"width": 1000, "height": 700}, color_scheme="dark", locale="de-DE")
+    page.goto(site)
+    page.evaluate("() => { localStorage.setItem('identity', 'someone'); sessionStorage.setItem('tab', 'mine') }")
+    browser.checked_out()[-1].close()
+    again = browser.new_page(viewport={"width": 700, "height": 500}, color_scheme="dark", locale="de-DE")
+    assert again._impl_obj is page._impl_obj, "the page given back was not used again"
+    assert again.viewport_size == {"width": 700, "height": 500}
+    assert again.evaluate("() => [localStorage.length, sessionStorage.length]") == [0, 0]
+    again.goto(site + "/next")
+    assert stored(again) == {"local": {}, "session": {}, "cookie": "who=someone"}
+    again.on("dialog", lambda dialog: dialog.accept())  # listened to: never handed out again
+    browser.checked_out()[-1].close()
+    third = browser.new_page(color_scheme="dark", locale="de-DE")
+    assert third._impl_obj is not page._impl_obj and again.is_closed()
+    browser.checked_out()[-1].close()
 
 
 def test_other_options_get_a_context_of_their_own(browser: WarmBrowser, site: str) -> None:

@@ -11,6 +11,13 @@ closed, its cookies, permissions, routes, offline switch and extra headers reset
 sessionStorage and IndexedDB of every origin it showed cleared (Gradio's BrowserState, the chat list's
 identity, lives there). What it keeps is its HTTP and code caches, the cost being saved. A context given an
 init script or an exposed function cannot be emptied of it, so it is closed instead of kept.
+
+One page of it is kept too, left on a blank page of the last origin it showed, and is the next test's first
+`new_page()`: a new page is a new renderer process, which then compiles the front end again (~0.45 s of
+Chromium's CPU a load more than the same page navigating). Only a page nobody listened to is kept: one with
+more listeners than it was made with (`page.on(...)`, a `dialog` handler), an exposed function, a locator
+handler or a HAR route is closed. (A page-level `add_init_script` cannot be seen from here: no test uses
+one; a test that does must close its page.)
 """
 
 from __future__ import annotations
@@ -29,6 +36,11 @@ CLEAR_STORAGE = """async () => {
   }
 }"""
 TAINTING = frozenset({"add_init_script", "expose_binding", "expose_function", "route_from_har"})
+PAGE_EVENTS = (
+    "close", "console", "crash", "dialog", "domcontentloaded", "download", "filechooser", "frameattached",
+    "framedetached", "framenavigated", "load", "pageerror", "popup", "request", "requestfailed",
+    "requestfinished", "response", "websocket", "worker",
+)  # fmt: skip
 
 
 def _key(options: dict[str, Any]) -> str:
@@ -38,6 +50,11 @@ def _key(options: dict[str, Any]) -> str:
 def _origin(url: str) -> str | None:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else None
+
+
+def _listeners(page: Any) -> dict[str, int]:
+    impl = page._impl_obj
+    return {event: impl.listener_count(event) for event in PAGE_EVENTS}
 
 
 class WarmContext:
@@ -51,6 +68,8 @@ class WarmContext:
         self.origins: set[str] = set()
         self.tainted = False
         self.closed = False
+        self.kept: Any | None = None  # a page of the last test, emptied, for the next `new_page()`
+        self._made_with: dict[Any, dict[str, int]] = {}  # each page's listeners once the pool had watched it
         context.on("close", lambda _: setattr(self, "closed", True))
         context.on("page", self._watch)
 
@@ -60,11 +79,22 @@ class WarmContext:
                 self.origins.add(origin)
 
         page.on("framenavigated", navigated)
+        self._made_with[page] = _listeners(page)
 
     def new_page(self, **options: Any) -> Any:
-        page = self._context.new_page(**options)
+        page, self.kept = self.kept, None
+        if page is None or page.is_closed() or options:
+            page = self._context.new_page(**options)
+            self._pool.pages_made += 1
+        else:
+            self._pool.pages_reused += 1
         page.set_viewport_size(self.viewport)
         return page
+
+    def _reusable(self, page: Any) -> bool:
+        impl = page._impl_obj
+        untouched = _listeners(page) == self._made_with.get(page)
+        return untouched and not (impl._bindings or impl._locator_handlers or impl._har_routers)
 
     def close(self, **_: Any) -> None:
         self._pool.give_back(self)
@@ -80,24 +110,31 @@ class WarmContext:
             return False
         context = self._context
         try:
-            for page in list(context.pages):
-                page.close()
+            pages = [page for page in context.pages if not page.is_closed()]
+            keep = next((page for page in pages if self._reusable(page)), None)
+            for page in pages:
+                if page is not keep:
+                    page.close()
             context.unroute_all(behavior="ignoreErrors")
             context.clear_cookies()
             context.clear_permissions()
             context.set_offline(False)
             context.set_extra_http_headers({})
-            if self.origins:
-                page = context.new_page()
+            if keep is None and self.origins:
+                keep = context.new_page()
+            if keep is not None:
+                keep.unroute_all(behavior="ignoreErrors")
                 for origin in sorted(self.origins):
                     blank = origin + CLEAR_PATH
-                    page.route(blank, lambda route: route.fulfill(status=200, content_type="text/html", body=""))
-                    page.goto(blank)
-                    page.evaluate(CLEAR_STORAGE)
-                page.close()
+                    keep.route(blank, lambda route: route.fulfill(status=200, content_type="text/html", body=""))
+                    keep.goto(blank)
+                    keep.evaluate(CLEAR_STORAGE)
+                keep.unroute_all(behavior="ignoreErrors")
+            self._made_with = {page: counts for page, counts in self._made_with.items() if page is keep}
         except Exception:
             return False
         self.origins = set()
+        self.kept = keep
         return not self.closed
 
 
@@ -110,6 +147,8 @@ class WarmBrowser:
         self._out: list[WarmContext] = []
         self.made = 0
         self.reused = 0
+        self.pages_made = 0
+        self.pages_reused = 0
 
     def new_context(self, **options: Any) -> WarmContext:
         key = _key(options)
@@ -142,7 +181,10 @@ class WarmBrowser:
 
     def report(self) -> str:
         loads = self.made + self.reused
-        return f"browser contexts: {loads} handed out, {self.made} made, {self.reused} used again emptied"
+        return (
+            f"browser contexts: {loads} handed out, {self.made} made, {self.reused} used again emptied; pages:"
+            f" {self.pages_made} made, {self.pages_reused} used again"
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._browser, name)
