@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 
 import openai
@@ -122,14 +123,24 @@ def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: App
     assert max(firsts) < min(ends), "an answer finished before another had its first token: not batched"
     # Temperature 0: each batched answer is the one its prompt gets alone, up to llama.cpp's batched
     # arithmetic (several rows take other kernels, which round differently and can flip a near tie:
-    # test_engine_service measured a split after 5 words). Sequences mixing would part from the first
-    # token on and resemble another prompt's answer more than their own.
+    # test_engine_service measured a split after 5 words, a whole run of the suite one after 2 — "Write a
+    # letter to a neighbour…" for "Write a short letter…", the rest word for word). So the words are
+    # compared as a whole, not from the start: an answer whose sequence mixed with another's would share
+    # most of its words with that prompt's answer, not with its own.
     for i, batched in enumerate(runs):
-        own = shared_words(batched.text, alone[i])
-        assert own >= min(4, len(alone[i].split())), f"{PROMPTS[i]!r}: batched {batched.text!r} vs {alone[i]!r}"
-        assert all(own > shared_words(batched.text, other) for j, other in enumerate(alone) if j != i)
+        own = word_overlap(batched.text, alone[i])
+        assert own >= 0.5, f"{PROMPTS[i]!r}: batched {batched.text!r} vs {alone[i]!r}"
+        others = [word_overlap(batched.text, other) for j, other in enumerate(alone) if j != i]
+        assert own > max(others), f"{PROMPTS[i]!r}: batched {batched.text!r} is nearer another answer {others}"
     identical = sum(r.text == s for r, s in zip(runs, alone, strict=True))
-    print(f"batched answers identical to their solo answers: {identical} of 4")
+    same_start = [shared_words(r.text, s) for r, s in zip(runs, alone, strict=True)]
+    print(f"batched answers identical to their solo answers: {identical} of 4; words alike from the start {same_start}")
+
+
+def word_overlap(a: str, b: str) -> float:
+    """The share of words two answers have in common, counted with repeats, of the longer one's."""
+    x, y = Counter(a.split()), Counter(b.split())
+    return sum((x & y).values()) / max(sum(x.values()), sum(y.values()), 1)
 
 
 def test_stopping_one_of_four_lets_the_others_finish_and_frees_its_slot(appliance: Appliance) -> None:
