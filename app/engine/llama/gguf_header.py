@@ -8,6 +8,7 @@ a fraction of a second.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -50,18 +51,21 @@ class Header:
 # each listing. A file replaced or rewritten has another inode, size or mtime, and is read again.
 _READ: dict[tuple[str, int, int, int], Header] = {}
 _KEEP = 16
+_LOCK = threading.Lock()  # Gradio handlers list the catalog from several threads
 
 
 def read_header(path: Path) -> Header:
     """The GGUF header of `path`, read once while the file stays the same."""
     st = path.stat()
     key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
-    found = _READ.get(key)
+    with _LOCK:
+        found = _READ.get(key)
     if found is None:
         found = _read(path)
-        if len(_READ) >= _KEEP:
-            _READ.pop(next(iter(_READ)), None)
-        _READ[key] = found
+        with _LOCK:
+            if len(_READ) >= _KEEP:
+                _READ.pop(next(iter(_READ)), None)
+            _READ[key] = found
     return found
 
 
