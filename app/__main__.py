@@ -98,13 +98,16 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
         api_keys=Keys(lambda: settings.web.api_keys, made=made.key_owner, any_made=made.any_keys),
         knowledge=knowledge,
         extraction=extraction,
-        answerer=Answerer(knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens),
+        answerer=Answerer(
+            knowledge, engine, PROMPTS, k=kb.sources, max_tokens=config.max_tokens, temperature=kb.temperature
+        ),
         summariser=Summariser(
             knowledge,
             engine,
             PROMPTS,
             notes_tokens=kb.summary_notes_tokens,
             answer_tokens=kb.summary_answer_tokens,
+            temperature=kb.temperature,
         ),
         browser_secret=browser_secret(settings.data_dir),
         embed=_embed_with(embedder),

@@ -93,6 +93,9 @@ class KnowledgeSettings(KnowledgeOptions):
     sources: int = Field(default=6, ge=1, description="Passages retrieved for a question.")
     summary_notes_tokens: int = Field(default=160, ge=16, description="Read it all: tokens of each part's notes.")
     summary_answer_tokens: int = Field(default=400, ge=16, description="Read it all: tokens of the answer.")
+    temperature: float = Field(
+        default=0.2, ge=0, le=2, description="Document answers and read it all: sampling temperature (0: greedy)."
+    )
 
 
 class ExtractionSettings(_Section):

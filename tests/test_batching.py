@@ -149,7 +149,7 @@ def test_stopping_one_of_four_lets_the_others_finish_and_frees_its_slot(applianc
         threading.Thread(
             target=stream,
             args=(appliance, PROMPTS[i % 4], runs[i]),
-            kwargs={"max_tokens": 160, "leave_after": 3 if i == 0 else 0},
+            kwargs={"max_tokens": 96, "leave_after": 3 if i == 0 else 0},  # 96 outlast the fifth's start
         )
         for i in range(4)
     ]
@@ -267,9 +267,9 @@ def test_the_host_kv_cache_counts_nothing_once_the_engine_is_rebuilt(appliance: 
 def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(appliance: Appliance) -> None:
     streaming = [Run() for _ in range(3)]
     threads = [
-        # 160 tokens outlast the ~20 pieces, the calm 1.5 s and the read (one token a step, ~24 steps of 128
-        # prompt tokens): each stream still streams after the newcomer's first token (checked below)
-        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 160})
+        # 112 tokens outlast the ~20 pieces, the calm 1.5 s (<= 30 steps) and the read (one token a step, ~24
+        # steps of 128 prompt tokens): each stream still streams after the newcomer's first token (checked below)
+        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 112})
         for p, r in zip(PROMPTS[:3], streaming, strict=True)
     ]
     for thread in threads:

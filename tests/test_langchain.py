@@ -1,5 +1,5 @@
 """LangChain's `ChatOpenAI` (langchain-openai) as the appliance's client, at its defaults but for the
-address, the key, the model's name and room to answer (the test appliance's default `max_tokens` is 64,
+address, the key, the model's name and room to answer (the test appliance's default `max_tokens` is 40,
 LangChain sends none): a plain answer, a streamed one (with and without usage), a tool
 call through `bind_tools`, and `with_structured_output` of a pydantic model whose fields carry bounds,
 both by LangChain's default method (`json_schema`) and by `function_calling`. The pydantic model

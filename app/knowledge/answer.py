@@ -73,11 +73,13 @@ class Answerer:
         k: int,
         max_tokens: int,
         min_similarity: float = 0.3,
+        temperature: float = 0.2,
     ) -> None:
         self.knowledge, self.engine = knowledge, engine
         self.system = (prompts / "qa_system.txt").read_text(encoding="utf-8").strip()
         self.template = (prompts / "qa_user.txt").read_text(encoding="utf-8")
         self.k, self.min_similarity, self.max_tokens = k, min_similarity, max_tokens
+        self.temperature = temperature
 
     def sources(self, question: str, *, document_ids: Sequence[int] | None = None) -> list[Source]:
         hits = self.knowledge.search(question, k=self.k, document_ids=document_ids)
@@ -124,7 +126,7 @@ class Answerer:
         return GenerationRequest(
             messages=(Message("system", self.system), Message("user", prompt)),
             max_tokens=self.max_tokens,
-            temperature=0.2,
+            temperature=self.temperature,
         )
 
     def _fitting(self, entries: list[str], question: str) -> int:

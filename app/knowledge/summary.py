@@ -20,6 +20,7 @@ from app.knowledge.service import KnowledgeService
 from app.knowledge.store import DocumentInfo, StoredChunk
 
 SUMMARY_TASK = "Summarise the main points."
+BLANK_ANSWER = "The model wrote an empty answer twice after reading the document; ask again or ask a narrower question."
 _SLACK_TOKENS = 32  # counted piece by piece, a prompt may differ from its whole by a token at each join; a
 # part that still overflows the context (the engine says kind "context") is split in two and read again
 
@@ -33,11 +34,12 @@ class Summariser:
         *,
         notes_tokens: int = 160,
         answer_tokens: int = 400,
+        temperature: float = 0.2,
     ) -> None:
         self.knowledge, self.engine = knowledge, engine
         self.map_prompt = (prompts / "summary_map.txt").read_text(encoding="utf-8")
         self.reduce_prompt = (prompts / "summary_reduce.txt").read_text(encoding="utf-8")
-        self.notes_tokens, self.answer_tokens = notes_tokens, answer_tokens
+        self.notes_tokens, self.answer_tokens, self.temperature = notes_tokens, answer_tokens, temperature
 
     def budget_tokens(self, template: str, **fields: str) -> int:
         """The tokens left for the text in `template` (filled with `fields`), the answer's tokens kept free."""
@@ -113,7 +115,7 @@ class Summariser:
     ) -> Generator[Answer, None, Answer]:
         """Generate without streaming the text (only progress); returns the final Answer."""
         request = GenerationRequest(  # one part of many: background work, people's answers go first
-            messages=(Message("user", prompt),), max_tokens=max_tokens, temperature=0.2, background=True
+            messages=(Message("user", prompt),), max_tokens=max_tokens, temperature=self.temperature, background=True
         )
         final = Answer("", done=True, error="no answer")
         for update in stream(self.engine, request, [], progress=progress, cancelled=cancelled):
@@ -147,8 +149,24 @@ class Summariser:
             yield Answer("", done=True, error=str(err), kind=err.kind)
             return
         prompt = self.reduce_prompt.format(name=name, notes="\n\n".join(notes), task=task)
-        request = GenerationRequest(messages=(Message("user", prompt),), max_tokens=self.answer_tokens, temperature=0.2)
-        yield from stream(self.engine, request, [], progress="writing the answer", cancelled=cancelled)
+        request = GenerationRequest(
+            messages=(Message("user", prompt),), max_tokens=self.answer_tokens, temperature=self.temperature
+        )
+        # a blank answer after the whole document was read is written once more (sampled; greedy would repeat
+        # itself), then refused in words: the reader never gets an empty bubble for minutes of reading
+        for attempt, progress in enumerate(("writing the answer", "writing the answer again")):
+            retry = replace(request, temperature=max(request.temperature, 0.7)) if attempt else request
+            final: Answer | None = None
+            for update in stream(self.engine, retry, [], progress=progress, cancelled=cancelled):
+                if update.done:
+                    final = update
+                else:
+                    yield update
+            if final is None or final.text.strip() or final.error or final.progress == "stopped" or cancelled():
+                if final is not None:
+                    yield final
+                return
+        yield Answer("", done=True, error=BLANK_ANSWER)
 
 
 _PAGE_REF = re.compile(r"\s?\[p(?:p)?\.\s*(\d+)(?:\s*[–-]\s*(\d+))?\]")
