@@ -62,11 +62,10 @@ fi
 #    every new .venv, so a fresh clone's packages take seconds where pip unpacked ~1.5 GB each time (~70 s). uv
 #    itself is the wheel step 5 kept there (no index, no download). Only the wheelhouse and llama's folder are
 #    looked at (--no-index), and the one torch there is the CPU build pip installed: no CUDA build can come in.
-#    Bytecode: pip compiles every module at install, uv does not. Where Python may write it, the first process to
-#    import a module does so, once (~7 s of CPU for torch, Gradio and sentence-transformers, against 36-41 s for
-#    compiling all ~18,700 modules); under PYTHONDONTWRITEBYTECODE (as this machine's sessions run the suite) every
-#    process would compile what it imports, every time (those three: 13 s of CPU instead of 5.6), so there uv
-#    compiles everything as pip did (docs/development.md, "Set-up with uv").
+#    Bytecode: pip compiles every module at install, uv does not: the first process to import a module writes it,
+#    once (~7 s of CPU for torch, Gradio and sentence-transformers, against 41 s for compiling all ~18,700
+#    modules). The Makefile lets Python write it (into .venv/pycache) even under PYTHONDONTWRITEBYTECODE, where
+#    every process would otherwise compile what it imports every time (docs/development.md, "Set-up with uv").
 #    uv's cache lies in the wheelhouse (it names each wheel by its path, so it belongs to that folder) and goes
 #    with it. If anything here fails, .venv is made anew and steps 3-5 install it through pip as before.
 stamp=$VENV/.quartet-deps
@@ -81,7 +80,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] && [ -f "$deps/complete" ] \
     # a .venv that has another build of llama gets this one, as step 4 would (pip's --force-reinstall)
     options=(--reinstall-package llama-cpp-python)
     [ "$(cat "$llama_stamp" 2>/dev/null)" != "$LLAMA_VERSION $FLAVOUR" ] || options=()
-    [ -z "${PYTHONDONTWRITEBYTECODE:-}" ] || options+=(--compile-bytecode)
     if $PIP install -q --no-index --no-deps "$uv_wheel" \
         && $VENV/bin/uv pip install -q --no-config --cache-dir "$deps/uv-cache" --python "$VENV/bin/python" \
             --no-index --find-links "$deps" --find-links "$WHEELS" "${options[@]}" "$wheel" -e ".[dev]"; then
