@@ -156,15 +156,15 @@ class Summariser:
         # itself), then refused in words: the reader never gets an empty bubble for minutes of reading
         for attempt, progress in enumerate(("writing the answer", "writing the answer again")):
             retry = replace(request, temperature=max(request.temperature, 0.7)) if attempt else request
-            final: Answer | None = None
+            ended: Answer | None = None
             for update in stream(self.engine, retry, [], progress=progress, cancelled=cancelled):
                 if update.done:
-                    final = update
+                    ended = update
                 else:
                     yield update
-            if final is None or final.text.strip() or final.error or final.progress == "stopped" or cancelled():
-                if final is not None:
-                    yield final
+            if ended is None or ended.text.strip() or ended.error or ended.progress == "stopped" or cancelled():
+                if ended is not None:
+                    yield ended
                 return
         yield Answer("", done=True, error=BLANK_ANSWER)
 
