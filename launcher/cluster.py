@@ -3,10 +3,10 @@
     python -m launcher          # what `make run` runs
 
 Before anything starts, every port it needs must be free (launcher/ports.py): one a process listens on
-stops the launcher at once, naming it; one a closed connection holds (TIME_WAIT) is waited for. A child
-that crashes is restarted; the app refusing its configuration (exit 2) stops everything with its message.
-On Ctrl-C or SIGTERM each child gets SIGTERM (and they die with the launcher even if it is killed), so
-nothing is left behind.
+stops the launcher at once, naming it; one a closed connection holds (TIME_WAIT) is waited for. A card
+agent that exits is restarted, one told alone to stop included; an app that crashes is restarted; the app
+refusing its configuration (exit 2) stops everything with its message. On Ctrl-C or SIGTERM each child gets
+SIGTERM (and they die with the launcher even if it is killed), so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from launcher.ports import PortTaken, wait_free
 
 _HEALTH_WAIT_S = 60.0
 _WATCH_S = 0.5
+_GROUP_STOP_S = 2.0  # a card that exits 0 waits this long for the launcher's own stop before it is restarted
 REFUSED = 2  # the app's exit code for a configuration it will not run (app/__main__.py): not restarted
 
 
@@ -121,8 +122,8 @@ def app_environment(base: Mapping[str, str]) -> dict[str, str]:
 
 
 class Supervisor:
-    """Starts the cards, waits until they are healthy, starts the app, and restarts any child that
-    dies on its own (a non-zero exit) until it is told to stop."""
+    """Starts the cards, waits until they are healthy, starts the app, and restarts any card that exits
+    and an app that dies (a non-zero exit) until it is told to stop."""
 
     def __init__(self, settings: Settings, *, log_dir: Path) -> None:
         self.settings = settings
@@ -173,9 +174,16 @@ class Supervisor:
 
     def watch(self) -> None:
         for index, proc in list(self.cards.procs.items()):
-            if proc.poll() not in (None, 0) and not self.stopping.is_set():
-                self._restarted(f"card agent {index}", proc.returncode)
-                self.cards.start(index)
+            code = proc.poll()
+            if code is None or self.stopping.is_set():
+                continue
+            # A card exits 0 when it is told to stop. A Ctrl-C or a service stop tells the whole group, the
+            # launcher too, so the launcher's stop arrives with it; a card told alone is restarted like one that
+            # died, since a box missing a card cannot answer.
+            if code == 0 and self.stopping.wait(_GROUP_STOP_S):
+                return
+            self._restarted(f"card agent {index}", code)
+            self.cards.start(index)
         if self.app is not None and self.app.poll() == REFUSED:  # it said why; restarting would say it again
             print("launcher: the app refused its configuration (above); stopping", file=sys.stderr, flush=True)
             self.code = REFUSED

@@ -79,8 +79,13 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         "QUARTET_ENGINE__CARDS": json.dumps(cards),
         "QUARTET_LOCAL_CARDS__CACHE_DIR": str(tmp_path / "cache"),
     }
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    launcher = subprocess.Popen(  # its own process group, as a terminal's: Ctrl-C reaches every process in it
+        [sys.executable, "-m", "launcher"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     lines: list[str] = []
     try:
@@ -102,6 +107,9 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         first_card_pid = get_json(card_health)["pid"]
         os.kill(first_card_pid, signal.SIGKILL)  # a card agent dies: the launcher brings it back
         wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] != first_card_pid, 30)
+        told = get_json(card_health)["pid"]
+        os.kill(told, signal.SIGTERM)  # told alone to stop, it exits 0: still a card the box lacks, so it comes back
+        wait_until(lambda: _answer(card_health) and get_json(card_health)["pid"] not in (first_card_pid, told), 30)
         app_pid = _app_pid(launcher.pid)
         assert app_pid is not None, "the launcher started no app"
         given = dict(v.split("=", 1) for v in Path(f"/proc/{app_pid}/environ").read_text().split("\0") if "=" in v)
@@ -110,8 +118,15 @@ def test_make_run_starts_everything_restarts_what_dies_and_ctrl_c_stops_everythi
         wait_until(lambda: _app_pid(launcher.pid) not in (None, app_pid) and _ready(health), 120)
         family = descendants(launcher.pid)
         assert len(family) >= 6  # four card agents, the app, the engine worker
-        launcher.send_signal(signal.SIGINT)
-        assert launcher.wait(timeout=30) == 0
+        os.killpg(launcher.pid, signal.SIGINT)  # Ctrl-C: the cards exit 0 with the launcher, and stay down
+        out, _ = launcher.communicate(timeout=30)
+        assert launcher.returncode == 0, out[-2000:]
+        restarts = [line for line in out.splitlines() if "restarting" in line]
+        assert restarts == [  # what was killed or told to stop above, and nothing the Ctrl-C stopped
+            "launcher: card agent 1 exited with code -9; restarting it",
+            "launcher: card agent 1 exited with code 0; restarting it",
+            "launcher: the app exited with code -9; restarting it",
+        ], restarts
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(alive(pid) for pid in family):
             time.sleep(0.2)

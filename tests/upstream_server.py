@@ -69,6 +69,10 @@ class ChatOnlyProxy:
         self.upstream_port = upstream_port
         self.refused: list[str] = []
         self.streams: list[tuple[int, bool]] = []  # (chunks passed, closed by the client before the end)
+        self.asked: list[tuple[str, float | None]] = []  # each chat stream's last message and temperature
+        # (text, n): the next n streams whose last message holds `text` arrive with their words dropped, as from
+        # a server that answered an empty message (the model's own stream still runs to its end upstream)
+        self.blank: tuple[str, int] = ("", 0)
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="chat-only-proxy", daemon=True).start()
@@ -95,7 +99,13 @@ class ChatOnlyProxy:
                     return self._refuse()
                 body.pop("response_format", None)
                 body.pop("stream_options", None)
-                self._forward("POST", json.dumps(body).encode())
+                prompt = str((body.get("messages") or [{}])[-1].get("content", ""))
+                proxy.asked.append((prompt, body.get("temperature")))
+                text, left = proxy.blank
+                blank = bool(text) and text in prompt and left > 0
+                if blank:
+                    proxy.blank = (text, left - 1)
+                self._forward("POST", json.dumps(body).encode(), blank=blank)
 
             def _refuse(self) -> None:
                 proxy.refused.append(f"{self.command} {self.path}")
@@ -103,7 +113,7 @@ class ChatOnlyProxy:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def _forward(self, method: str, body: bytes | None) -> None:
+            def _forward(self, method: str, body: bytes | None, *, blank: bool = False) -> None:
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
                 headers = {"Content-Type": "application/json"} if body else {}
                 upstream.request(method, self.path, body=body, headers=headers)
@@ -114,6 +124,8 @@ class ChatOnlyProxy:
                 self.end_headers()
                 passed, left = 0, False
                 while line := answer.readline():
+                    if blank:
+                        line = _without_words(line)
                     try:
                         self.wfile.write(line)
                         self.wfile.flush()
@@ -125,3 +137,14 @@ class ChatOnlyProxy:
                 upstream.close()
 
         return Handler
+
+
+def _without_words(line: bytes) -> bytes:
+    """A chat stream's `data:` line with every choice's text made empty; other lines as they are."""
+    if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+        return line
+    chunk = json.loads(line[5:])
+    for choice in chunk.get("choices") or []:
+        if (choice.get("delta") or {}).get("content"):
+            choice["delta"]["content"] = ""
+    return b"data: " + json.dumps(chunk).encode() + line[len(line.rstrip(b"\r\n")) :]

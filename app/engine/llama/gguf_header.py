@@ -60,8 +60,8 @@ def read_header(path: Path) -> Header:
     key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     with _LOCK:
         found = _READ.get(key)
-    if found is None:
-        found = _read(path)
+    if found is None:  # read outside the lock, so one big file does not hold up the others' listings; two
+        found = _read(path)  # threads may then read the same file once each, which costs time, not correctness
         with _LOCK:
             if len(_READ) >= _KEEP:
                 _READ.pop(next(iter(_READ)), None)
