@@ -64,7 +64,7 @@ def llama_server(work_dir: Path) -> Iterator[LlamaCppServer]:
     server.kill()
 
 
-def _appliance(work_dir: Path, name: str, url: str) -> Appliance:
+def _appliance(work_dir: Path, name: str, url: str, **more: str) -> Appliance:
     home = work_dir / name
     (home / "logs").mkdir(parents=True, exist_ok=True)
     settings = {
@@ -72,6 +72,7 @@ def _appliance(work_dir: Path, name: str, url: str) -> Appliance:
         "QUARTET_ENGINE__UPSTREAM_URL": url,
         "QUARTET_ENGINE__N_CTX": "2048",  # the server's context (llama_cpp.server reports none)
         "QUARTET_ENGINE__UPSTREAM_TIMEOUT_S": "20",
+        **more,
     }
     return Appliance(None, home / "var", home / "logs", models_folder(work_dir / "models"), settings=settings)
 
@@ -87,7 +88,13 @@ def upstream_app(llama_server: LlamaCppServer, work_dir: Path) -> Iterator[Appli
 @pytest.fixture(scope="module")
 def chat_only(llama_server: LlamaCppServer, work_dir: Path) -> Iterator[tuple[Appliance, ChatOnlyProxy]]:
     proxy = ChatOnlyProxy(PROXY_PORT, UPSTREAM_PORT)
-    app = _appliance(work_dir, "upstream-chat-only", proxy.url)
+    app = _appliance(  # read it all's notes and answer kept short: the test of a blank answer reads one twice
+        work_dir,
+        "upstream-chat-only",
+        proxy.url,
+        QUARTET_KNOWLEDGE__SUMMARY_NOTES_TOKENS="48",
+        QUARTET_KNOWLEDGE__SUMMARY_ANSWER_TOKENS="48",
+    )
     app.start()
     yield app, proxy
     app.stop()

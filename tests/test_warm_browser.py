@@ -4,6 +4,7 @@ identity, no permission, the viewport asked for; one that carried an init script
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,6 +18,8 @@ from tests.warm_browser import CLEAR_PATH, WarmBrowser
 class _Page(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = b"<!doctype html><title>pool</title><p>a page</p>"
+        if self.path == "/favicon.ico":  # asked by Chromium after the load, it comes late, as on a busy machine
+            time.sleep(0.1)  # (before the pool cleared cookies last, its cookie then outlived the reset)
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Set-Cookie", "who=someone; Path=/")

@@ -70,8 +70,8 @@ class ChatOnlyProxy:
         self.refused: list[str] = []
         self.streams: list[tuple[int, bool]] = []  # (chunks passed, closed by the client before the end)
         self.asked: list[tuple[str, float | None]] = []  # each chat stream's last message and temperature
-        # (text, n): the next n streams whose last message holds `text` arrive with their words dropped, as from
-        # a server that answered an empty message (the model's own stream still runs to its end upstream)
+        # (text, n): the next n streams whose last message holds `text` end where their first words would come,
+        # with none, as from a server that answered an empty message
         self.blank: tuple[str, int] = ("", 0)
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
@@ -124,8 +124,9 @@ class ChatOnlyProxy:
                 self.end_headers()
                 passed, left = 0, False
                 while line := answer.readline():
+                    ended = False
                     if blank:
-                        line = _without_words(line)
+                        line, ended = _without_words(line)
                     try:
                         self.wfile.write(line)
                         self.wfile.flush()
@@ -133,18 +134,24 @@ class ChatOnlyProxy:
                         left = True
                         break
                     passed += line.startswith(b"data:")
+                    if ended:
+                        break
                 proxy.streams.append((passed, left))
                 upstream.close()
 
         return Handler
 
 
-def _without_words(line: bytes) -> bytes:
-    """A chat stream's `data:` line with every choice's text made empty; other lines as they are."""
+def _without_words(line: bytes) -> tuple[bytes, bool]:
+    """A chat stream's line as a server that answered an empty message sends it: the first line with words
+    becomes the stream's end (no words, finish "stop", then [DONE]), and True says the stream is over."""
     if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
-        return line
+        return line, False
     chunk = json.loads(line[5:])
-    for choice in chunk.get("choices") or []:
-        if (choice.get("delta") or {}).get("content"):
-            choice["delta"]["content"] = ""
-    return b"data: " + json.dumps(chunk).encode() + line[len(line.rstrip(b"\r\n")) :]
+    said = [choice for choice in chunk.get("choices") or [] if (choice.get("delta") or {}).get("content")]
+    if not said:
+        return line, False
+    for choice in said:
+        choice["delta"], choice["finish_reason"] = {}, "stop"
+    end = line[len(line.rstrip(b"\r\n")) :] or b"\n"
+    return b"data: " + json.dumps(chunk).encode() + end + end + b"data: [DONE]" + end + end, True

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 DEFAULT_VIEWPORT = {"width": 1280, "height": 720}  # Playwright's, for a test that names none
 KEEP = 3  # emptied contexts kept per set of options
 CLEAR_PATH = "/__quartet_tests_clear_storage__"  # answered by the context itself, never by the app
+BLANK = '<link rel="icon" href="data:,">'  # so Chromium asks the app for no icon after the reset
 CLEAR_STORAGE = """async () => {
   localStorage.clear();
   sessionStorage.clear();
@@ -116,7 +117,6 @@ class WarmContext:
                 if page is not keep:
                     page.close()
             context.unroute_all(behavior="ignoreErrors")
-            context.clear_cookies()
             context.clear_permissions()
             context.set_offline(False)
             context.set_extra_http_headers({})
@@ -126,10 +126,11 @@ class WarmContext:
                 keep.unroute_all(behavior="ignoreErrors")
                 for origin in sorted(self.origins):
                     blank = origin + CLEAR_PATH
-                    keep.route(blank, lambda route: route.fulfill(status=200, content_type="text/html", body=""))
+                    keep.route(blank, lambda route: route.fulfill(status=200, content_type="text/html", body=BLANK))
                     keep.goto(blank)
                     keep.evaluate(CLEAR_STORAGE)
                 keep.unroute_all(behavior="ignoreErrors")
+            context.clear_cookies()  # last: a response still on its way to the last test's page may set one
             self._made_with = {page: counts for page, counts in self._made_with.items() if page is keep}
         except Exception:
             return False
