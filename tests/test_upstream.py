@@ -18,6 +18,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
+from tests.browser_helpers import ingest
 from tests.harness import (
     API_KEY,
     PORT_OFFSET,
@@ -311,29 +312,24 @@ def test_extraction_on_an_upstream_without_schemas_is_checked_and_marked_unconst
 def test_a_blank_whole_document_answer_is_written_again_then_refused_in_words(
     chat_only: tuple[Appliance, ChatOnlyProxy], tmp_path: Path
 ) -> None:
-    """Read it all's last step, the answer, comes back empty (the proxy drops its words, as a server that lost
-    them would): it is written once more, sampled; empty twice, the reader is told so, not shown a blank."""
+    """Read it all's last step, the answer, comes back empty (the proxy ends its stream with no words, as a server
+    that answered an empty message): it is written once more, sampled; empty twice, the reader is told so, not
+    shown a blank."""
     app, proxy = chat_only
     (tmp_path / "pumps.txt").write_text("Pump care\nThe coolant pump of card two is replaced every 400 hours.\n")
+    doc_id = ingest(app, tmp_path / "pumps.txt")
     c = Client(app.url, verbose=False)
-    c.predict([handle_file(str(tmp_path / "pumps.txt"))], api_name="/ingest")
-    doc = wait_until(
-        lambda: next(
-            (d for d in c.predict(api_name="/documents") if d["name"] == "pumps.txt" and d["status"] == "ok"), None
-        ),
-        120,
-    )
     final = "part by part, with their pages"  # only the answer's prompt says so (assets/prompts/summary_reduce.txt)
 
     def finals_after(start: int) -> list[float | None]:
         return [temperature for prompt, temperature in proxy.asked[start:] if final in prompt]
 
     start, proxy.blank = len(proxy.asked), (final, 1)
-    text, progress = c.submit(doc["id"], "", api_name="/summarize").result()
+    text, progress = c.submit(doc_id, "", api_name="/summarize").result()
     assert text.strip(), f"a blank answer was shown (progress {progress!r})"
     first, again = finals_after(start)  # the suite's knowledge temperature is 0: the second is sampled
     assert first == 0 and again is not None and again >= 0.7, (first, again)
     start, proxy.blank = len(proxy.asked), (final, 2)
     with pytest.raises(AppError, match="empty answer twice"):
-        c.submit(doc["id"], "", api_name="/summarize").result()
+        c.submit(doc_id, "", api_name="/summarize").result()
     assert len(finals_after(start)) == 2 and proxy.blank == (final, 0)
