@@ -15,7 +15,7 @@ import pytest
 
 from app.chat.store import ChatStore
 from app.database import Database
-from tests.browser_helpers import ANSWER_OVER, admin_login, browser_context, goto, open_tab, send
+from tests.browser_helpers import ANSWER_OVER, admin_login, browser_context, goto, open_tab, said, send
 from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
@@ -83,21 +83,33 @@ def test_more_than_fifty_chats_are_all_reachable(browser: Any, appliance: Applia
         assert first in listing.inner_text()
 
 
+# what the title box held, each time it changed, with the ms since the watch began: a failure says when
+WATCH_TITLE = """() => { const seen = window.__titles = []; const t0 = performance.now(); let last = null;
+  setInterval(() => { const box = document.querySelector('#chat-title textarea, #chat-title input');
+    const now = box ? box.value : null;
+    if (now !== last) { seen.push([Math.round(performance.now() - t0), now]); last = now; } }, 20); }"""
+
+
 def test_a_title_typed_while_the_answer_streams_is_kept(browser: Any, appliance: Appliance) -> None:
     """Item 3: the view settling after an answer sent the conversation's title to the title box, over the
-    title being typed (the tests used to wait it out)."""
+    title being typed (the tests used to wait it out). The panel is opened and its box seen before the
+    message is sent, as a person does: Gradio draws a closed accordion's fields on its first opening and
+    fills them a few frames later, which is not this test's subject (docs/development.md)."""
     with browser_context(browser, 1366, 768) as context:
         page = goto(context.new_page(), appliance.url)
+        page.locator("#chat-manage").click()
+        title = page.locator("#chat-title textarea, #chat-title input").first
+        title.wait_for(state="visible", timeout=10_000)
+        page.evaluate(WATCH_TITLE)
         page.locator("#chat-input textarea").fill("Tell me a long story about a lighthouse keeper.")
         page.locator("#send").click()
         page.locator("#stop").wait_for(state="visible", timeout=10_000)
-        page.locator("#chat-manage").click()
-        title = page.locator("#chat-title textarea, #chat-title input").first
         title.fill("Keeper story")  # at once, while it streams
         page.wait_for_function(ANSWER_OVER, timeout=90_000)
         page.locator("#send").wait_for(state="visible", timeout=10_000)
         page.wait_for_timeout(1_000)  # anything still on its way lands by now
-        assert title.input_value() == "Keeper story"
+        seen = f"the title box held, in ms: {page.evaluate('window.__titles')}; the chat: {said(page)}"
+        assert title.input_value() == "Keeper story", seen
         page.locator("#rename-chat").click()
         page.locator("#conversations").get_by_text("Keeper story").wait_for(timeout=30_000)
 
@@ -108,7 +120,8 @@ def test_a_title_typed_while_the_answer_streams_is_kept(browser: Any, appliance:
         title.fill("One word")
         page.locator("#send").wait_for(state="visible", timeout=10_000)
         page.wait_for_timeout(1_000)
-        assert title.input_value() == "One word"
+        seen = f"the title box held, in ms: {page.evaluate('window.__titles')}; the chat: {said(page)}"
+        assert title.input_value() == "One word", seen
 
 
 def test_an_admin_setting_typed_at_once_after_login_is_kept(browser: Any, appliance: Appliance) -> None:
