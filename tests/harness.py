@@ -289,6 +289,6 @@ def shared_words(a: str, b: str) -> int:
 
 def api_client(url: str, *, client_id: str = CLIENT_ID) -> Any:
     """A gradio_client Client that keeps `client_id` as its identity (the X-Quartet-Client header)."""
-    from gradio_client import Client
+    from tests.gradio_api import Client
 
     return Client(url, verbose=False, headers={"X-Quartet-Client": client_id})

@@ -6,11 +6,11 @@ import time
 from typing import Any
 
 import pytest
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from app.engine.engine_config import N_CTX
 from tests.browser_helpers import admin_login
+from tests.gradio_api import Client
 from tests.harness import ADMIN_PASSWORD, API_KEY, Appliance, api_client, get_json, wait_until
 
 

@@ -9,11 +9,11 @@ import urllib.request
 from typing import Any
 
 import pytest
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from app.telemetry.views import ApplianceStatus
 from app.ui import display, panels
+from tests.gradio_api import Client
 from tests.harness import STEP_TIMEOUT_S, Appliance, api_client, get_json, wait_until
 
 

@@ -10,11 +10,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from app import backup
 from app.database import Database
+from tests.gradio_api import Client
 from tests.harness import API_KEY, Appliance, wait_until
 from tests.test_admin import login
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import openai
 import pytest
-from gradio_client import Client
 
 from app.auth import hash_password
 from tests.browser_helpers import CHAT_READY, TOAST, admin_login, answered, browser_context
+from tests.gradio_api import Client
 from tests.harness import API_KEY, Appliance, models_folder
 
 ADA = ("ada", "ada-password-1")

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 from app.knowledge.answer import NOTHING_FOUND
 from tests.documents import ZH, encrypted
+from tests.gradio_api import Client
 from tests.harness import Appliance, api_client, wait_until
 from tests.library import PASSWORD, handbook
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
+from tests.gradio_api import Client
 from tests.harness import Appliance
 from tests.scans import CHINESE, ENGLISH, GERMAN, image_pdf, scan
 from tests.test_documents import indexed

@@ -14,7 +14,6 @@ import fastapi
 import gradio as gr
 import pytest
 from fastapi.testclient import TestClient
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 from pydantic import BaseModel
 
@@ -29,6 +28,7 @@ from app.jobs import JobBusy
 from app.knowledge.loaders.types import ERROR_KINDS, LoadError
 from app.knowledge.uploads import UploadError
 from app.ui.errors import TITLES, explained
+from tests.gradio_api import Client
 from tests.gradio_queue import call, named_step, page_config
 from tests.harness import free_port
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import is_grounded
 from app.extraction.json_schema import load_templates
+from tests.gradio_api import Client
 from tests.harness import Appliance, api_client, metric, wait_until
 from tests.library import datasheet
 

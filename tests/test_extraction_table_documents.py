@@ -14,11 +14,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from app.extraction.grounding import normalise
 from app.extraction.json_schema import check_schema, format_checker
+from tests.gradio_api import Client
 from tests.harness import Appliance, api_client, metric, wait_until
 from tests.table_documents import Known, chinese_invoice, invoice, lab_report, pdf
 

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
+from tests.gradio_api import Client
 from tests.harness import Appliance, api_client, wait_until
 
 FIRST, SECOND = "ownership-test-first-client", "ownership-test-second-client"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from app import page_settings
 from app.engine.engine_config import N_CTX
 from app.settings import Settings
+from tests.gradio_api import Client
 from tests.harness import Appliance
 from tests.test_admin import login
 

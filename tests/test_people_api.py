@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from tests.gradio_api import Client
 from tests.harness import API_KEY, Appliance, api_client
 from tests.test_admin import login
 

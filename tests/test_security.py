@@ -15,10 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from app.auth import hash_password, verify_password
+from tests.gradio_api import Client
 from tests.gradio_queue import call, file_inputs, file_value, page_config
 from tests.harness import API_KEY, ROOT, Appliance, api_client, free_port, wait_until
 

@@ -7,9 +7,9 @@ import urllib.request
 from typing import Any
 
 import pytest
-from gradio_client import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.gradio_api import Client
 from tests.harness import API_KEY, Appliance, api_client, get_json, wait_until
 
 

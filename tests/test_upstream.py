@@ -15,10 +15,11 @@ from typing import Any
 import jsonschema
 import openai
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from tests.browser_helpers import ingest
+from tests.gradio_api import Client
 from tests.harness import (
     API_KEY,
     PORT_OFFSET,
@@ -294,11 +295,8 @@ def test_extraction_on_an_upstream_without_schemas_is_checked_and_marked_unconst
 ) -> None:
     app, _proxy = chat_only
     (tmp_path / "memo.txt").write_text("Memo\nTitle: Cooling of the four cards\nAuthor: Ada Lovelace\n", "utf-8")
+    ingest(app, tmp_path / "memo.txt")
     c = Client(app.url, verbose=False)
-    c.predict([handle_file(str(tmp_path / "memo.txt"))], api_name="/ingest")
-    wait_until(
-        lambda: any(d["name"] == "memo.txt" and d["status"] == "ok" for d in c.predict(api_name="/documents")), 120
-    )
     schema = {"type": "object", "properties": {"title": {"type": "string"}, "author": {"type": "string"}}}
     try:
         result = c.predict("memo.txt", "", json.dumps(schema), 96, api_name="/extract")

@@ -16,6 +16,7 @@ import itertools
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -241,6 +242,11 @@ def _worker_main(conn: Connection, config: Any) -> None:
     # short-lived loader thread. The pipe ends instead: when the app dies, recv/send fail and
     # the worker leaves.
     os.environ["GGML_NO_BACKTRACE"] = "1"  # a dead card aborts us: one line, not a gdb session
+    # The app owns this process's life (Close, a kill after 3 s, or the pipe's end when the app dies). A Ctrl-C
+    # or a service stop reaches the whole process group, and the worker dying of it first read as an engine
+    # lost mid-stop: "engine recovering ... restarting it" while everything was stopping.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     from app.engine.llama.engine import Engine
 
     engine = Engine(config)
