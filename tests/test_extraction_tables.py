@@ -141,6 +141,8 @@ def test_the_grammar_schema_bounds_tables_and_keeps_the_users_bounds() -> None:
     assert bounded({"type": "object", "properties": {"rows": LINE}})["required"] == ["rows"]
     table = tight["properties"]["countries"]
     assert (table.get("minItems"), table["maxItems"]) == (None, 6), "a part without the table may say []"
+    whole = bounded(schema, whole=True)["properties"]["countries"]
+    assert (whole["minItems"], whole["maxItems"]) == (1, 6), "a document read in one part: the user's minimum holds"
 
     assert clean({"source": None, "countries": []}) == {}, "an empty table is left out before the check"
     cells = table["items"]["properties"]

@@ -27,7 +27,7 @@ class Cut:
     note: str
 
 
-def bounded(schema: dict[str, Any]) -> dict[str, Any]:
+def bounded(schema: dict[str, Any], *, whole: bool = False) -> dict[str, Any]:
     """The schema the grammar enforces: the user's, with free text, lists and tables bounded (a small
     model otherwise fills them until the token cap), nullable types as a union the converter keeps the
     bounds of, and patterns the grammar cannot write left to the check after. A schema made only of
@@ -36,10 +36,11 @@ def bounded(schema: dict[str, Any]) -> dict[str, Any]:
     demo model, made to open a table in a document without one, fills it with invented rows up to the
     cap and loses the fields (llama.cpp's converter writes required properties first). Every answer it
     allows that also meets the user's numeric bounds, formats and patterns validates against the
-    user's schema."""
+    user's schema. A table's `minItems` holds in the grammar only when the part is the `whole`
+    document: a part of a longer one may lack the table and answers [] (the rows of all parts count)."""
     out = copy.deepcopy(schema)
     properties = out.get("properties", {})
-    out["properties"] = {name: _bound_field(spec) for name, spec in properties.items()}
+    out["properties"] = {name: _bound_field(spec, whole) for name, spec in properties.items()}
     tables = [name for name, spec in properties.items() if is_table(spec)]
     if tables and len(tables) == len(properties):  # only tables: the model must open them; [] says "none"
         out["required"] = list(dict.fromkeys([*out.get("required", []), *tables]))
@@ -128,12 +129,12 @@ def _line(name: str, spec: dict[str, Any]) -> str:
     return f"{described}: {text}" if text else described
 
 
-def _bound_field(spec: dict[str, Any]) -> dict[str, Any]:
+def _bound_field(spec: dict[str, Any], whole: bool) -> dict[str, Any]:
     if spec.get("type") != "array":
         return _bound_scalar(spec, TEXT_CHARS)
     cap = ROWS if is_table(spec) else ITEMS
     spec["maxItems"] = max(spec.get("minItems", 0), min(spec.get("maxItems", cap), cap))
-    if is_table(spec):  # a part without the table answers [] (the check wants the rows the table has)
+    if is_table(spec) and not whole:  # a part without the table answers [] (all parts' rows count)
         spec.pop("minItems", None)
     items = spec.get("items", {})
     if is_table(spec):

@@ -172,7 +172,9 @@ class Extractor:
         while queue:
             part = queue.pop(0)
             label = f"{name}: part {done + 1} of {done + 1 + len(queue)} (pages {part.pages[0]}–{part.pages[-1]})"
-            record, problem, note = yield from self._part(name, part, schema, label, cancelled, limits, constrained)
+            # the grammar: the only part is the whole document, where a table's minItems holds
+            grammar = bounded(schema, whole=done == 0 and not queue) if constrained else None
+            record, problem, note = yield from self._part(name, part, schema, grammar, label, cancelled, limits)
             if problem == "cancelled":
                 raise ExtractionFailed("stopped before the end", kind="cancelled")
             if problem == "context" and len(part.pages) > 1:  # the estimate was short: read it as two halves
@@ -204,10 +206,10 @@ class Extractor:
         name: str,
         part: Part,
         schema: dict[str, Any],
+        grammar: dict[str, Any] | None,
         label: str,
         cancelled: Callable[[], bool],
         limits: Limits,
-        constrained: bool,
     ) -> Generator[Step, None, tuple[dict[str, Any] | None, str | None, str | None]]:
         """(record, None, note) or (None, why, None); one retry with the validation error. An answer cut
         off by the token cap is closed at its last whole row or field when that still validates: the
@@ -219,9 +221,7 @@ class Extractor:
         problem = ""
         for attempt in (1, 2):
             step = label if attempt == 1 else label + ", retry"
-            text, failure = yield from self._generate(
-                messages, schema if constrained else None, step, cancelled, limits
-            )
+            text, failure = yield from self._generate(messages, grammar, step, cancelled, limits)
             if failure in ("context", "cancelled"):
                 return None, failure, None
             if failure == "timeout":
@@ -237,7 +237,7 @@ class Extractor:
                     return record, None, note
             else:
                 try:
-                    record = clean(json.loads(text if constrained else _braced(text)))
+                    record = clean(json.loads(text if grammar is not None else _braced(text)))
                     if (invalid := check(record, schema)) is None:
                         return record, None, None
                     problem = invalid
@@ -253,18 +253,18 @@ class Extractor:
     def _generate(
         self,
         messages: tuple[Message, ...],
-        schema: dict[str, Any] | None,
+        grammar: dict[str, Any] | None,
         label: str,
         cancelled: Callable[[], bool],
         limits: Limits,
     ) -> Generator[Step, None, tuple[str, str | None]]:
-        """(text, None) or (partial text, reason); a generation past the timeout is cancelled. `schema` None:
-        the engine cannot hold the answer to it (the prompt describes the fields; the caller checks)."""
+        """(text, None) or (partial text, reason); a generation past the timeout is cancelled. `grammar` None:
+        the engine cannot hold an answer to a schema (the prompt describes the fields; the caller checks)."""
         request = GenerationRequest(
             messages=messages,
             max_tokens=limits.max_tokens,
             temperature=0.0,
-            json_schema=json.dumps(bounded(schema)) if schema is not None else None,
+            json_schema=json.dumps(grammar) if grammar is not None else None,
             background=True,  # people's answers go first
         )
         try:
