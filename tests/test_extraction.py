@@ -83,11 +83,26 @@ def check_record(result: dict[str, Any], template: str, pages: dict[int, str]) -
     for name, field in result["fields"].items():
         assert field["value"] == result["record"][name]
         assert field["page"] in pages, f"{name} cites page {field['page']}"
+        if field["rows"]:  # a table: each row's cells, each on its own page
+            check_rows(name, field["rows"], pages)
+            continue
         found = is_grounded(field["value"], pages[field["page"]])
         if field["verified"] is True:
             assert found, f"{name}={field['value']!r} is marked verified but page {field['page']} lacks it"
         elif field["verified"] is False:  # not on the pages the model read when it gave the value
             assert not found, f"{name}={field['value']!r} is marked unverified but page {field['page']} has it"
+
+
+def check_rows(name: str, rows: list[dict[str, Any]], pages: dict[int, str]) -> None:
+    """Every table cell's flag tells the truth about its page; a verified row has no cell found wanting."""
+    for i, row in enumerate(rows):
+        assert row["page"] in pages, f"{name} row {i} cites page {row['page']}"
+        for column, cell in row["cells"].items():
+            value = row["values"].get(column)
+            if cell["verified"] is True:
+                assert is_grounded(value, pages[cell["page"]]), f"{name} row {i}: {column}={value!r} not on its page"
+        if row["verified"] is True:
+            assert all(cell["verified"] is not False for cell in row["cells"].values()), f"{name} row {i}: {row}"
 
 
 def test_an_invoice_gives_a_valid_record_with_pages(client: Client, appliance: Appliance) -> None:
