@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.endpoint import Endpoint
+from app.engine.cards import NOT_RESPONDING, card_problem, first_card_down, probe_card
 from app.settings import Settings
 from launcher.agent_settings import from_command_line
 from launcher.card_agent import AddressRefused, check_address
@@ -162,3 +164,28 @@ def test_cards_started_on_ports_another_run_holds_fail_instead_of_borrowing_its_
             second.start_all()
     finally:
         second.stop_all()
+
+
+@pytest.mark.cards  # starts a card agent of its own
+def test_a_card_serving_an_engine_is_not_called_not_responding_and_a_stopped_one_is(tmp_path: Path) -> None:
+    """ggml's RPC server serves one connection at a time and queues one or two more (docs/design.md, engine fact
+    11): while it serves an engine, a third connect to its port waits like a stopped card's. The probes that name
+    a card to the person (after a failed answer, before a load) ask the agent's health then."""
+    cards = CardProcesses(card_settings(30288 + PORT_OFFSET, 1, tmp_path / "cache"))
+    cards.start_all()
+    endpoint, offset = cards.endpoints[0], cards.settings.engine.health_offset
+    card = Endpoint.parse(endpoint)
+    try:
+        with socket.create_connection((card.host, card.port), timeout=2):  # the engine's connection, being served
+            assert [probe_card(endpoint) for _ in range(5)][3:] == [NOT_RESPONDING] * 2  # the port alone misleads
+            assert [card_problem(endpoint, health_offset=offset) for _ in range(4)] == [None] * 4
+            assert first_card_down([endpoint], health_offset=offset) is None
+            cards.procs[0].send_signal(signal.SIGSTOP)  # a wedged card: neither dies nor answers
+            try:
+                assert card_problem(endpoint, health_offset=offset) == NOT_RESPONDING
+            finally:
+                cards.procs[0].send_signal(signal.SIGCONT)
+        cards.kill(0)
+        assert card_problem(endpoint, health_offset=offset) == "connection refused"
+    finally:
+        cards.stop_all()

@@ -47,28 +47,37 @@ def health_url(endpoint: str, offset: int) -> str:
     return Endpoint.parse(endpoint).health_url(offset)
 
 
-def probe_health(endpoint: str, *, offset: int, timeout: float = HEALTH_TIMEOUT_S) -> str | None:
-    """NOT_RESPONDING when the card's health endpoint accepts the request but sends no answer in time.
+def probe_health(
+    endpoint: str, *, offset: int, timeout: float = HEALTH_TIMEOUT_S, quiet: str | None = None
+) -> str | None:
+    """NOT_RESPONDING when the card's health endpoint accepts the request but sends no answer in time; None
+    when it answers.
 
-    Any other failure (no agent listening there, an HTTP error) says nothing about a hang and is
-    left to the RPC probe: a card without our agent is judged by its RPC port alone."""
+    Any other failure (no agent listening there, an HTTP error) says nothing about a hang: the card is judged
+    by its RPC port alone, whose verdict is `quiet` (None: it took the connection)."""
     try:
         with urllib.request.urlopen(health_url(endpoint, offset), timeout=timeout) as response:
             response.read()
     except TimeoutError:
         return NOT_RESPONDING
     except urllib.error.URLError as err:
-        return NOT_RESPONDING if isinstance(err.reason, TimeoutError) else None
+        return NOT_RESPONDING if isinstance(err.reason, TimeoutError) else quiet
     except OSError:
-        return None
+        return quiet
     return None
 
 
 def card_problem(endpoint: str, *, health_offset: int | None = None) -> str | None:
-    """Why this card cannot serve now, or None: its RPC port first, then (if known) its health."""
+    """Why this card cannot serve now, or None: its RPC port first, then (if known) its health.
+
+    A connect that times out on the RPC port is not enough to call a card with our agent "not responding":
+    ggml's RPC server serves one connection at a time and queues only one or two more (engine fact 11), so
+    while it serves an engine, or a connection whose engine just died and it has not yet read to its end, a
+    third probe waits unanswered like a stopped card's. There the agent's health endpoint, served by threads
+    of its own, decides."""
     reason = probe_card(endpoint)
-    if reason is None and health_offset is not None:
-        reason = probe_health(endpoint, offset=health_offset)
+    if health_offset is not None and reason in (None, NOT_RESPONDING):
+        return probe_health(endpoint, offset=health_offset, quiet=reason)
     return reason
 
 
