@@ -54,8 +54,10 @@ def open_chat(browser: Any, url: str, width: int, height: int, **options: Any) -
 
 
 def open_tab(browser: Any, url: str, tab: str, width: int, height: int, **options: Any) -> Any:
-    """The page at a size with one of its tabs shown."""
-    page = open_page(browser, url, width, height, ready=None, **options)
+    """The page at a size with one of its tabs shown. The tab is clicked once the page's load has said whose page
+    it is (Send on): a click as the page was still drawing found the tab's button re-drawn under it and waited 30 s
+    for it (issue 27, a whole run of 2026-12-06)."""
+    page = open_page(browser, url, width, height, **options)
     page.get_by_role("tab", name=tab).click()
     return page
 
