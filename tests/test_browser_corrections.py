@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import TOAST, browser_context, extract_with, forget, ingest
+from tests.browser_helpers import TOAST, browser_context, extract_with, forget, goto, ingest
 from tests.harness import Appliance, wait_until
 
 pytestmark = pytest.mark.browser
@@ -29,7 +29,7 @@ def invoice_page(browser: Any, appliance: Appliance, tmp_path_factory: pytest.Te
     doc_id = ingest(appliance, doc)
     with browser_context(browser, 1280, 800) as context:
         page = context.new_page()
-        page.goto(appliance.url, wait_until="load")
+        goto(page, appliance.url)  # the tab once the page is ready (Send on)
         page.get_by_role("tab", name="Extraction").click()
         extract_with(page, "Invoice", doc.name, timeout_s=300)
         page.wait_for_function(

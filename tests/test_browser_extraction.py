@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from gradio_client import handle_file
 
+from tests.browser_helpers import goto
 from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
@@ -74,7 +75,7 @@ def finished(appliance: Appliance, one_browser: Any, tmp_path_factory: pytest.Te
 
 def open_tab(one_browser: Any, appliance: Appliance) -> Any:
     page = one_browser.new_page()
-    page.goto(appliance.url, wait_until="load")
+    goto(page, appliance.url)  # the tab once the page is ready (Send on)
     page.get_by_role("tab", name="Extraction").click()
     page.locator("#extract-run").wait_for(timeout=15_000)
     return page

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.database import Database
-from tests.browser_helpers import browser_context, forget, ingest, said
+from tests.browser_helpers import browser_context, forget, goto, ingest, said
 from tests.harness import Appliance, wait_until
 
 pytestmark = pytest.mark.browser
@@ -38,7 +38,7 @@ def test_a_pasted_schema_is_the_one_that_runs(
     try:
         with browser_context(browser, 1280, 800) as context:
             page = context.new_page()
-            page.goto(appliance.url, wait_until="load")
+            goto(page, appliance.url)  # the tab once the page is ready (Send on)
             page.get_by_role("tab", name="Extraction").click()
             page.locator("#extract-run").wait_for(timeout=15_000)
             editor = page.locator("#schema-text .cm-content")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import browser_context
+from tests.browser_helpers import browser_context, goto
 from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 def test_no_empty_table_controls_before_any_result(browser: Any, appliance: Appliance, artifacts: Path) -> None:
     with browser_context(browser, 1280, 800) as context:
         page = context.new_page()
-        page.goto(appliance.url, wait_until="load")
+        goto(page, appliance.url)  # the tab once the page is ready (Send on)
         page.get_by_role("tab", name="Extraction").click()
         page.locator("#extract-empty").wait_for(timeout=15_000)
         shown = [s for s in ("#extract-table-name", "#export-tables") if page.locator(s).is_visible()]

@@ -102,7 +102,7 @@ def test_a_citation_in_the_answer_opens_its_source(
     doc_id = ingest(appliance, pdf)
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     try:
-        page.goto(appliance.url, wait_until="load")
+        goto(page, appliance.url)  # the tab once the page is ready (Send on)
         page.get_by_role("tab", name="Documents").click()
         page.locator("#scope input").click()
         page.get_by_role("option", name=pdf.name).click()
@@ -252,7 +252,7 @@ def test_read_it_all_can_be_stopped_and_a_document_indexed_again(
     doc_id = ingest(appliance, pdf)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     try:
-        page.goto(appliance.url, wait_until="load")
+        goto(page, appliance.url)  # the tab once the page is ready (Send on)
         page.get_by_role("tab", name="Documents").click()
         page.get_by_text("Whole document", exact=True).click()
         page.locator("#whole-doc input").click()
