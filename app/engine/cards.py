@@ -48,22 +48,22 @@ def health_url(endpoint: str, offset: int) -> str:
 
 
 def probe_health(
-    endpoint: str, *, offset: int, timeout: float = HEALTH_TIMEOUT_S, quiet: str | None = None
+    endpoint: str, *, offset: int, timeout: float = HEALTH_TIMEOUT_S, port_says: str | None = None
 ) -> str | None:
     """NOT_RESPONDING when the card's health endpoint accepts the request but sends no answer in time; None
     when it answers.
 
     Any other failure (no agent listening there, an HTTP error) says nothing about a hang: the card is judged
-    by its RPC port alone, whose verdict is `quiet` (None: it took the connection)."""
+    by its RPC port alone, whose verdict is `port_says` (None: it took the connection)."""
     try:
         with urllib.request.urlopen(health_url(endpoint, offset), timeout=timeout) as response:
             response.read()
     except TimeoutError:
         return NOT_RESPONDING
     except urllib.error.URLError as err:
-        return NOT_RESPONDING if isinstance(err.reason, TimeoutError) else quiet
+        return NOT_RESPONDING if isinstance(err.reason, TimeoutError) else port_says
     except OSError:
-        return quiet
+        return port_says
     return None
 
 
@@ -77,7 +77,7 @@ def card_problem(endpoint: str, *, health_offset: int | None = None) -> str | No
     of its own, decides."""
     reason = probe_card(endpoint)
     if health_offset is not None and reason in (None, NOT_RESPONDING):
-        return probe_health(endpoint, offset=health_offset, quiet=reason)
+        return probe_health(endpoint, offset=health_offset, port_says=reason)
     return reason
 
 
