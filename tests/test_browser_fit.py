@@ -29,6 +29,11 @@ LAYOUT = """() => {
 }"""
 
 
+# the model's name in the header: how wide it is drawn, how wide its text is, where it starts
+MODEL_NAME = """() => { const e = document.querySelector('#q-header .q-model'); const r = e.getBoundingClientRect();
+  return {shown: r.width, whole: e.scrollWidth, left: r.left, text: e.innerText}; }"""
+
+
 def long_answer(page: Any, appliance: Appliance) -> None:
     """A conversation of the page's browser whose answer is 120 lines long, shown."""
     question = f"Tell me everything, {secrets.token_hex(3)}."
@@ -58,6 +63,8 @@ def test_the_page_fits_its_window_offline_and_with_a_long_answer(
         if width < 768:
             header = before["header"][1] - before["header"][0]
             assert header <= 48, f"the phone's header is {header:.0f} px high (more than one line of pills)"
+            name = page.evaluate(MODEL_NAME)  # it shrank to 0 px beside the pills: a phone did not say which model
+            assert name["left"] >= 0 and name["shown"] >= min(name["whole"], 0.4 * width) - 1, f"model name {name}"
 
         page.evaluate("() => document.body.classList.add('q-offline')")
         page.wait_for_function("() => getComputedStyle(document.querySelector('#q-header'), '::before').content"
