@@ -19,19 +19,17 @@ from tests.harness import Appliance
 
 pytestmark = pytest.mark.browser
 
-# where things are: the page's scroll height, the header's height, Send's box, the transcript's scroll
+# where things are: the page's scroll height, the header's height, Send's box, the transcript's scroll, and
+# the model's name in the header (how wide it is drawn, how wide its text is, where it starts)
 LAYOUT = """() => {
   const box = (s) => { const r = document.querySelector(s).getBoundingClientRect(); return [r.top, r.bottom]; };
   const scroller = [...document.querySelectorAll('#chatbot *')].find(e => e.scrollHeight > e.clientHeight + 20
     && /auto|scroll/.test(getComputedStyle(e).overflowY));
+  const name = document.querySelector('#q-header .q-model'), drawn = name?.getBoundingClientRect();
   return {page: document.scrollingElement.scrollHeight, window: innerHeight, header: box('#q-header'),
-          send: box('#send'), input: box('#chat-input'), transcript: scroller ? scroller.scrollHeight : 0};
+          send: box('#send'), input: box('#chat-input'), transcript: scroller ? scroller.scrollHeight : 0,
+          model: name && {shown: drawn.width, whole: name.scrollWidth, left: drawn.left}};  // none before the load
 }"""
-
-
-# the model's name in the header: how wide it is drawn, how wide its text is, where it starts
-MODEL_NAME = """() => { const e = document.querySelector('#q-header .q-model'); const r = e.getBoundingClientRect();
-  return {shown: r.width, whole: e.scrollWidth, left: r.left, text: e.innerText}; }"""
 
 
 def long_answer(page: Any, appliance: Appliance) -> None:
@@ -63,7 +61,7 @@ def test_the_page_fits_its_window_offline_and_with_a_long_answer(
         if width < 768:
             header = before["header"][1] - before["header"][0]
             assert header <= 48, f"the phone's header is {header:.0f} px high (more than one line of pills)"
-            name = page.evaluate(MODEL_NAME)  # it shrank to 0 px beside the pills: a phone did not say which model
+            name = before["model"]  # it shrank to 0 px beside the pills: a phone did not say which model
             assert name["left"] >= 0 and name["shown"] >= min(name["whole"], 0.4 * width) - 1, f"model name {name}"
 
         page.evaluate("() => document.body.classList.add('q-offline')")
