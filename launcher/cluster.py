@@ -5,8 +5,10 @@
 Before anything starts, every port it needs must be free (launcher/ports.py): one a process listens on
 stops the launcher at once, naming it; one a closed connection holds (TIME_WAIT) is waited for. A card
 agent that exits is restarted, one told alone to stop included; an app that crashes is restarted; the app
-refusing its configuration (exit 2) stops everything with its message. On Ctrl-C or SIGTERM each child gets
-SIGTERM (and they die with the launcher even if it is killed), so nothing is left behind.
+refusing its configuration (exit 2) stops everything with its message. Ctrl-C reaches the launcher and the app
+(the cards run in process groups of their own); the launcher stops the app, then the cards (each with
+SIGTERM; they die with the launcher even if it is killed), so nothing is left behind and the engine never
+speaks to a card already gone.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ class CardProcesses:
 
     def start(self, index: int) -> None:
         out = open(self.log_dir / f"card{index}.log", "ab") if self.log_dir else subprocess.DEVNULL  # noqa: SIM115
-        self.procs[index] = subprocess.Popen(self.command(index), stdout=out, stderr=subprocess.STDOUT)
+        # Each card in a process group of its own: a terminal's Ctrl-C reaches the launcher and the app, not the
+        # cards, which the launcher stops after the app. Stopped first, they left the engine's last sends to a
+        # dead card ("llama: send failed ... Remote RPC server crashed"). Cards still die with the launcher.
+        self.procs[index] = subprocess.Popen(self.command(index), stdout=out, stderr=subprocess.STDOUT, process_group=0)
 
     def start_all(self) -> None:
         for index in range(len(self.endpoints)):
@@ -177,9 +182,9 @@ class Supervisor:
             code = proc.poll()
             if code is None or self.stopping.is_set():
                 continue
-            # A card exits 0 when it is told to stop. A Ctrl-C or a service stop tells the whole group, the
-            # launcher too, so the launcher's stop arrives with it; a card told alone is restarted like one that
-            # died, since a box missing a card cannot answer.
+            # A card exits 0 when it is told to stop. A stop sent to every process at once (a service manager's)
+            # reaches the launcher too, so the launcher's stop arrives with it; a card told alone is restarted
+            # like one that died, since a box missing a card cannot answer.
             if code == 0 and self.stopping.wait(_GROUP_STOP_S):
                 return
             self._restarted(f"card agent {index}", code)
