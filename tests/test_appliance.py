@@ -46,6 +46,15 @@ def test_layers_are_on_the_four_cards(appliance: Appliance) -> None:
     wait_until(holding, timeout=20, every=0.5)
 
 
+def test_every_page_handler_is_handed_what_it_asks_for(appliance: Appliance) -> None:
+    """Gradio hands a handler the request only where its annotations say so and fills a parameter it cannot see
+    with None, warning as the app builds its pages: so a logged-in person's version arrows (a functools.partial)
+    looked for the browser's chats instead of the person's."""
+    said = "".join(p.read_text(errors="replace") for p in sorted(appliance.log_dir.glob("app-*.log")))
+    wrong = [line for line in said.splitlines() if "arguments for function" in line or "Filling with None" in line]
+    assert "Quartet ready" in said and not wrong, wrong
+
+
 def test_chat_streams_tokens(appliance: Appliance) -> None:
     job = client(appliance).submit("Say hello to the four cards.", "", "", 32, api_name="/chat")
     texts = [out[0] for out in job]

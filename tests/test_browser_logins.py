@@ -78,6 +78,10 @@ def test_a_user_made_on_the_admin_page_logs_in_chats_alone_and_is_refused_once_d
         user = user_ctx.new_page()
         page_login(user, box.url + "/", uma, uma_pw)
         answered(user, "Uma asks about coffee")
+        user.locator("#regenerate").click()  # her answer's versions: the arrows find her chat, not the browser's
+        user.locator("#version-label").get_by_text("answer 2 of 2").wait_for(timeout=90_000)
+        user.locator("#version-older").click()
+        user.locator("#version-label").get_by_text("answer 1 of 2").wait_for(timeout=15_000)
         listed = user.locator("#conversations")
         user.wait_for_function("el => el.innerText.includes('coffee')", arg=listed.element_handle(), timeout=15_000)
         assert "tea" not in listed.inner_text(), listed.inner_text()  # ada's chat is not hers to see

@@ -4,7 +4,6 @@ phone, searchable, renamable, deletable and exportable. Handlers call the chat s
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -273,8 +272,16 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     edited = edits.then(on_edit, [conversation, browser, editing], outputs, **engine_bound)
     edited.then(settled, settling, after, **quiet)
 
-    older.click(functools.partial(on_version, -1), [conversation, browser, search], view, **may_refuse)
-    newer.click(functools.partial(on_version, 1), [conversation, browser, search], view, **may_refuse)
+    # Named handlers, not functools.partial: Gradio reads a handler's annotations to hand it the request, and a
+    # partial hides them, so it got None and a logged-in person's arrows looked for the browser's chats.
+    def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        return on_version(-1, cid, browser_id, query, request)
+
+    def on_newer(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
+        return on_version(1, cid, browser_id, query, request)
+
+    older.click(on_older, [conversation, browser, search], view, **may_refuse)
+    newer.click(on_newer, [conversation, browser, search], view, **may_refuse)
 
     def on_recheck(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         return chat_parts.recovered(chat, cid, page_owner(request, browser_id))

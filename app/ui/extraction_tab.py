@@ -66,7 +66,6 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         fields = gr.Dataframe(
             headers=_FIELD_COLUMNS,
             column_count=5,
-            column_limits=(5, 5),
             row_count=3,
             interactive=True,
             label="…or a field table (type: text, number, integer, yes/no, date, list of text, table)",
@@ -76,7 +75,6 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         table_columns = gr.Dataframe(
             headers=list(COLUMN_COLUMNS),
             column_count=6,
-            column_limits=(6, 6),
             row_count=2,
             interactive=True,
             elem_id="column-table",
@@ -239,7 +237,11 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     outputs = [progress, table, empty, view, csv_file, json_file, table_files, table_name, rows_grid, shown]
     run.click(on_run, [template, documents, folder, schema_text, browser], [runs, shown], **_QUEUED)
     stop.click(on_stop, [runs, browser], None, **_QUEUED)
-    runs.change(lambda run_id, b, request: refresh(run_id, None, b, request), [runs, browser], outputs, **_QUIET)
+
+    def on_runs(run_id: int | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
+        return refresh(run_id, None, browser_id, request)  # (a lambda's `request` is not annotated: it got None)
+
+    runs.change(on_runs, [runs, browser], outputs, **_QUIET)
     refusal = gr.State(None)  # the grid's last edit refused (to say it once)
     table.input(on_edit, [runs, table, refusal, browser], [shown, refusal], **_QUEUED)
     table_name.change(on_table, [runs, table_name, browser], rows_grid, **_QUIET)
