@@ -272,8 +272,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     edited = edits.then(on_edit, [conversation, browser, editing], outputs, **engine_bound)
     edited.then(settled, settling, after, **quiet)
 
-    # Named handlers, not functools.partial: Gradio reads a handler's annotations to hand it the request, and a
-    # partial hides them, so it got None and a logged-in person's arrows looked for the browser's chats.
+    # named, annotated handlers: Gradio hands the request only where it reads gr.Request (a partial got None)
     def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
         return on_version(-1, cid, browser_id, query, request)
 
