@@ -272,15 +272,10 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     edited = edits.then(on_edit, [conversation, browser, editing], outputs, **engine_bound)
     edited.then(settled, settling, after, **quiet)
 
-    # named, annotated handlers: Gradio hands the request only where it reads gr.Request (a partial got None)
-    def on_older(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return on_version(-1, cid, browser_id, query, request)
-
-    def on_newer(cid: str | None, browser_id: str | None, query: str, request: gr.Request) -> tuple[Any, ...]:
-        return on_version(1, cid, browser_id, query, request)
-
-    older.click(on_older, [conversation, browser, search], view, **may_refuse)
-    newer.click(on_newer, [conversation, browser, search], view, **may_refuse)
+    # each arrow's step is an input: a functools.partial hid on_version's gr.Request from Gradio, which gave None
+    back, forward = gr.State(-1), gr.State(1)
+    older.click(on_version, [back, conversation, browser, search], view, **may_refuse)
+    newer.click(on_version, [forward, conversation, browser, search], view, **may_refuse)
 
     def on_recheck(cid: str | None, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
         return chat_parts.recovered(chat, cid, page_owner(request, browser_id))
