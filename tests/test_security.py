@@ -234,8 +234,10 @@ def test_an_unknown_name_takes_as_long_as_a_known_one(guarded: str) -> None:
         return time.perf_counter() - start
 
     with httpx.Client(base_url=guarded, timeout=30) as http:
-        known = sorted(took("grace") for _ in range(3))[1]  # three: within the typo allowance
-        unknown = sorted(took(f"nobody-{n}") for n in range(3))[1]
+        # interleaved, each side's fastest: a burst of load on a busy box hits both alike (a fresh clone's run
+        # beside `make run` once read 78 ms against 160 when the three of each came one side after the other)
+        pairs = [(took("grace"), took(f"nobody-{n}")) for n in range(3)]  # three: within the typo allowance
+        known, unknown = min(k for k, _ in pairs), min(u for _, u in pairs)
     assert known > 0.02, f"the known name's check took {known * 1000:.0f} ms: the hash is not at full cost"
     assert unknown > 0.5 * known, f"unknown name {unknown * 1000:.0f} ms, known {known * 1000:.0f} ms"
 
