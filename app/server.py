@@ -20,6 +20,7 @@ from app.api import errors, password_routes
 from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
 from app.context import AppContext
+from app.early_script import EarlyScript
 from app.errors import Refused
 from app.guards import AdminUploads, KeyOwners
 from app.page_logins import CallerAddress, PageLogins
@@ -61,6 +62,8 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api.add_middleware(KeyOwners, owner_of=ctx.people.key_owner)  # named-endpoint callers with a key made here
     api.add_middleware(NoRemoteFiles)  # no URL in file=, on every page
     api.add_middleware(SecurityHeaders)  # outside the gate and NoRemoteFiles: their refusals get the headers too
+    pages = frozenset({"/", "/kiosk/", "/admin/"})  # before Gradio's modules run (app/early_script.py)
+    api.add_middleware(EarlyScript, script=ASSETS / "frames.js", pages=pages)
     api.add_middleware(CallerAddress)  # the page logins' throttle counts by address
 
     _mount_openai(api, ctx)
