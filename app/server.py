@@ -30,6 +30,7 @@ from app.ui import admin_page, kiosk, page
 from app.ui.errors import for_person
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SUB_PAGES = ("/kiosk", "/admin")  # mounted beside the main page at "/"
 
 
 # What a page may load: only this app's own files, data: images and its own API. Rendered answers are
@@ -62,7 +63,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api.add_middleware(KeyOwners, owner_of=ctx.people.key_owner)  # named-endpoint callers with a key made here
     api.add_middleware(NoRemoteFiles)  # no URL in file=, on every page
     api.add_middleware(SecurityHeaders)  # outside the gate and NoRemoteFiles: their refusals get the headers too
-    pages = frozenset({"/", "/kiosk/", "/admin/"})  # before Gradio's modules run (app/early_script.py)
+    pages = frozenset({"/", *(sub + "/" for sub in SUB_PAGES)})  # before Gradio's modules run (app/early_script.py)
     api.add_middleware(EarlyScript, script=ASSETS / "frames.js", pages=pages)
     api.add_middleware(CallerAddress)  # the page logins' throttle counts by address
 
@@ -83,7 +84,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
             require_key(request, ctx.api_keys)
         return Health.of(ctx.status())
 
-    for sub in ("/kiosk", "/admin"):  # the pages live at /kiosk/ and /admin/: a link without the slash works too
+    for sub in SUB_PAGES:  # the pages live at /kiosk/ and /admin/: a link without the slash works too
         api.add_api_route(sub, _redirect_to(sub + "/"), include_in_schema=False)
 
     reconnect = _scripts("kiosk.js")
