@@ -21,6 +21,15 @@ PROMPTS = [
     "Explain how a bicycle gear works.",
     "Write a short letter to a neighbour about a lost cat.",
 ]
+# Prompts the demo model continues with a wide margin: over the 48 tokens of its answer alone at temperature
+# 0, its best word led the runner-up by at least 0.76 in log-probability (1.30, 1.25, 0.96, 0.76 in order;
+# the PROMPTS above have words within 0.00-0.23). Each one's words are its own.
+SEQUENCES = [
+    "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15",
+    "A B C D E F G H I J K L M",
+    "one two three four five six seven eight nine ten",
+    "一 二 三 四 五 六 七 八 九 十",
+]
 
 
 @dataclass
@@ -113,31 +122,24 @@ def solo(appliance: Appliance, prompt: str, *, max_tokens: int) -> str:
 
 
 def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: Appliance) -> None:
-    alone = [solo(appliance, p, max_tokens=48) for p in PROMPTS]
-    runs = at_once(appliance, PROMPTS, max_tokens=48)
+    alone = [solo(appliance, p, max_tokens=48) for p in SEQUENCES]
+    runs = at_once(appliance, SEQUENCES, max_tokens=48)
     for run in runs:
         assert run.error is None and run.text.strip(), run.error
     firsts = [r.first_at for r in runs if r.first_at]
     ends = [r.ended_at for r in runs if r.ended_at]
     assert len(firsts) == 4
     assert max(firsts) < min(ends), "an answer finished before another had its first token: not batched"
-    # Temperature 0: each batched answer is the one its prompt gets alone, up to llama.cpp's batched
-    # arithmetic (several rows take other kernels, which round differently and can flip a near tie:
-    # test_engine_service measured a split after 5 words, a whole run of the suite one after 2 — "Write a
-    # letter to a neighbour…" for "Write a short letter…", the rest word for word). So the words are
-    # compared as a whole, not from the start: an answer whose sequence mixed with another's would share
-    # most of its words with that prompt's answer, not with its own. A flip can also send the tiny model into
-    # a loop (one busy run: the prompt echoed, then "\n$" over and over, where alone it went on "The bicycle
-    # gear is…"), which is the model's, not a mix: so no answer may be nearer another prompt's than its own,
-    # and at least three of the four must be their solo answer in the main.
-    near = []
+    # Temperature 0: each batched answer is the one its prompt gets alone. Several rows take other kernels in
+    # llama.cpp, which round differently and can flip a near tie; the demo model's answers to open prompts
+    # have ties within 0.01-0.2 (in log-probability) of their best word, and CI saw two of the four flip at
+    # once. SEQUENCES are the controlled input: prompts the model is known to continue with a wide margin
+    # (see its comment), so a flip is not the model's to make. An answer whose sequence mixed with another's
+    # would take that prompt's words.
     for i, batched in enumerate(runs):
         own = word_overlap(batched.text, alone[i])
         others = [word_overlap(batched.text, other) for j, other in enumerate(alone) if j != i]
-        assert own >= max(others), f"{PROMPTS[i]!r}: batched {batched.text!r} is nearer another answer {others}"
-        near.append(own >= 0.5)
-    shown = [f"{PROMPTS[i]!r}: batched {r.text!r} vs {alone[i]!r}" for i, r in enumerate(runs) if not near[i]]
-    assert sum(near) >= 3, f"batched answers unlike their solo ones: {shown}"
+        assert own >= 0.9 and own > max(others), f"{SEQUENCES[i]!r}: batched {batched.text!r}, alone {alone[i]!r}"
     identical = sum(r.text == s for r, s in zip(runs, alone, strict=True))
     same_start = [shared_words(r.text, s) for r, s in zip(runs, alone, strict=True)]
     print(f"batched answers identical to their solo answers: {identical} of 4; words alike from the start {same_start}")

@@ -23,8 +23,9 @@ from tests.gradio_api import Client
 from tests.harness import Appliance, api_client, metric, wait_until
 from tests.table_documents import Known, chinese_invoice, invoice, lab_report, pdf
 
-# The share of the known cells the 270M demo model got, measured here (lab report: 0.50 alone, 0.29 once in
-# a full suite, where other answers share its batches; invoice: 0.08 (4 of 48), six rows cut at 240 tokens
+# The share of the known cells the 270M demo model got, measured here (lab report: 0.50 alone, 0.29 and 0.13
+# in full suites, where other answers share its batches, before it was asked for six rows at least; since,
+# 0.50 and 0.69 beside two other streams; invoice: 0.08 (4 of 48), six rows cut at 240 tokens
 # with wrong descriptions), with room below the lowest seen: a bound that still fails when tables break (no
 # rows: 0, rows from nowhere: ~0, cells in the wrong columns: only the few that land right). On the Chinese
 # invoice the demo model's rows are mostly its own, so only validity and pages are checked there (None).
@@ -143,7 +144,9 @@ def test_an_invoice_over_two_pages_gives_its_line_items_with_their_pages(client:
 
 
 def test_a_lab_report_gives_its_twelve_results(client: Client) -> None:
-    result = extract(client, "lab", LAB_SCHEMA)
+    # At least six rows, held by the grammar: left at one, the demo model closed the table after its first
+    # row in a full run where other answers shared its batches (0.13 of the known cells; 0.50 alone).
+    result = extract(client, "lab", {"type": "object", "properties": {"results": {**RESULTS, "minItems": 6}}})
     check_table(result, "results", lab_report(), "analyte", "lab")
 
 
@@ -159,10 +162,21 @@ def test_max_items_is_obeyed(client: Client) -> None:
 
 
 def test_a_capped_answer_is_cut_at_a_row_and_says_so(client: Client) -> None:
-    result = extract(client, "lab", LAB_SCHEMA, max_tokens=90)
-    rows = result["record"]["results"]
-    assert 1 <= len(rows) < 12
-    assert any(re.search(rf"cap of 90 tokens: 'results' cut after {len(rows)} rows", p) for p in result["problems"])
+    # 90 tokens hold a row or two. Whether the demo model closes its table before the cap is its own choice
+    # (in one full run it closed the lab report's after one row), so two documents are asked: an answer
+    # that ended whole must validate and name no cut; one that reached the cap must be cut at a row and
+    # count its rows right; and at least one of the two must have reached it.
+    cuts = []
+    for document, schema, field in (("lab", LAB_SCHEMA, "results"), ("invoice", INVOICE_SCHEMA, "line_items")):
+        result = extract(client, document, schema, max_tokens=90)
+        rows = result["record"][field]
+        capped = [p for p in result["problems"] if "cap of 90 tokens" in p]
+        assert 1 <= len(rows) <= 8, rows
+        if capped:
+            assert any(re.search(rf"cap of 90 tokens: '{field}' cut after {len(rows)} rows", p) for p in capped), capped
+            cuts.append(document)
+    print(f"answers capped at 90 tokens and cut at a row: {cuts}")
+    assert cuts, "neither answer reached the cap of 90 tokens"
 
 
 def test_a_schema_nesting_two_levels_is_refused_before_any_model_call(client: Client, appliance: Appliance) -> None:
