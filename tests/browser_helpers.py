@@ -271,3 +271,22 @@ class Streams:
         self.release.set()
         for thread in self.threads:
             thread.join(timeout=60)
+
+
+def click_until(button: Any, count: Any, want: int, *, what: str, tries: int = 3, wait_s: float = 5.0) -> None:
+    """Click `button` until `count()` reads `want`. A click after which `count()` still reads what it read
+    before is given again (at most `tries` clicks): one full run saw a click on "Add a field", just after the
+    field table had grown, add nothing, as if it landed beside the button, and no run alone repeats it. Any
+    other count fails at once, naming it."""
+    before = count()
+    for attempt in range(1, tries + 1):
+        button.click()
+        try:
+            wait_until(lambda: count() != before, timeout=wait_s, every=0.2)
+        except TimeoutError:
+            continue
+        assert count() == want, f"{what}: {count()} rows after the click, {want} wanted ({before} before)"
+        if attempt > 1:
+            print(f"{what}: the click took effect on click {attempt}")
+        return
+    raise AssertionError(f"{what}: {tries} clicks left the table at {before} rows, {want} wanted")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from gradio_client import handle_file
 
-from tests.browser_helpers import goto
+from tests.browser_helpers import click_until, goto
 from tests.harness import Appliance, api_client, wait_until
 
 pytestmark = pytest.mark.browser
@@ -125,8 +125,7 @@ def test_rows_are_added_typed_from_a_dropdown_and_deleted(
     field_table_of_the_invoice(page)
     rows = page.locator("#field-table [data-testid^='cell-'][data-testid$='-0']")
     before = rows.count()
-    page.locator("#field-add").click()
-    wait_until(lambda: rows.count() == before + 1, timeout=15, every=0.2)
+    click_until(page.locator("#field-add"), rows.count, before + 1, what="Add a field")
     edit_cell(page.locator("#field-table"), before, 0, "parts")
     page.locator(f"#field-table [data-testid='cell-{before}-2']").click()  # a cell of the new row
     page.locator("#field-type input").click()
@@ -142,8 +141,7 @@ def test_rows_are_added_typed_from_a_dropdown_and_deleted(
     )  # the new table got a first column row to fill in
     page.locator("#field-table").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "extraction-fields-1280x800.png"))
-    page.locator("#field-delete").click()
-    wait_until(lambda: rows.count() == before, timeout=15, every=0.2)
+    click_until(page.locator("#field-delete"), rows.count, before, what="Delete the field clicked")
     assert "parts" not in page.locator("#field-table").inner_text()
     page.close()
 
