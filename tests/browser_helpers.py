@@ -8,7 +8,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -273,7 +273,9 @@ class Streams:
             thread.join(timeout=60)
 
 
-def click_until(button: Any, count: Any, want: int, *, what: str, tries: int = 3, wait_s: float = 5.0) -> None:
+def click_until(
+    button: Any, count: Callable[[], int], want: int, *, what: str, tries: int = 3, wait_s: float = 5.0
+) -> None:
     """Click `button` until `count()` reads `want`. A click after which `count()` still reads what it read
     before is given again (at most `tries` clicks): one full run saw a click on "Add a field", just after the
     field table had grown, add nothing, as if it landed beside the button, and no run alone repeats it. Any

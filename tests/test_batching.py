@@ -13,22 +13,13 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.harness import API_KEY, Appliance, get_json, metric, shared_words, wait_until
+from tests.harness import API_KEY, COUNTED, Appliance, get_json, metric, shared_words, wait_until
 
 PROMPTS = [
     "Describe a lighthouse at night.",
     "List five uses of copper.",
     "Explain how a bicycle gear works.",
     "Write a short letter to a neighbour about a lost cat.",
-]
-# Prompts the demo model continues with a wide margin: over the 48 tokens of its answer alone at temperature
-# 0, its best word led the runner-up by at least 0.76 in log-probability (1.30, 1.25, 0.96, 0.76 in order;
-# the PROMPTS above have words within 0.00-0.23). Each one's words are its own.
-SEQUENCES = [
-    "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15",
-    "A B C D E F G H I J K L M",
-    "one two three four five six seven eight nine ten",
-    "一 二 三 四 五 六 七 八 九 十",
 ]
 
 
@@ -122,8 +113,8 @@ def solo(appliance: Appliance, prompt: str, *, max_tokens: int) -> str:
 
 
 def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: Appliance) -> None:
-    alone = [solo(appliance, p, max_tokens=48) for p in SEQUENCES]
-    runs = at_once(appliance, SEQUENCES, max_tokens=48)
+    alone = [solo(appliance, p, max_tokens=48) for p in COUNTED]
+    runs = at_once(appliance, list(COUNTED), max_tokens=48)
     for run in runs:
         assert run.error is None and run.text.strip(), run.error
     firsts = [r.first_at for r in runs if r.first_at]
@@ -133,13 +124,13 @@ def test_four_clients_stream_at_once_and_each_gets_its_own_answer(appliance: App
     # Temperature 0: each batched answer is the one its prompt gets alone. Several rows take other kernels in
     # llama.cpp, which round differently and can flip a near tie; the demo model's answers to open prompts
     # have ties within 0.01-0.2 (in log-probability) of their best word, and CI saw two of the four flip at
-    # once. SEQUENCES are the controlled input: prompts the model is known to continue with a wide margin
-    # (see its comment), so a flip is not the model's to make. An answer whose sequence mixed with another's
+    # once. COUNTED are the controlled input: prompts the model is known to continue with a wide margin
+    # (tests/harness.py), so a flip is not the model's to make. An answer whose sequence mixed with another's
     # would take that prompt's words.
     for i, batched in enumerate(runs):
         own = word_overlap(batched.text, alone[i])
         others = [word_overlap(batched.text, other) for j, other in enumerate(alone) if j != i]
-        assert own >= 0.9 and own > max(others), f"{SEQUENCES[i]!r}: batched {batched.text!r}, alone {alone[i]!r}"
+        assert own >= 0.9 and own > max(others), f"{COUNTED[i]!r}: batched {batched.text!r}, alone {alone[i]!r}"
     identical = sum(r.text == s for r, s in zip(runs, alone, strict=True))
     same_start = [shared_words(r.text, s) for r, s in zip(runs, alone, strict=True)]
     print(f"batched answers identical to their solo answers: {identical} of 4; words alike from the start {same_start}")

@@ -15,7 +15,7 @@ from app.engine.follow import follow as follow_ticket
 from app.engine.service import EngineService
 from app.engine.ticket import Ticket
 from tests.engine_host import EngineHost
-from tests.harness import shared_words
+from tests.harness import COUNTED, shared_words
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +81,9 @@ def test_three_answers_generate_together_each_with_its_own_options(service: Engi
         "additionalProperties": False,
     }
     requests = [
-        ask("A B C D E F G H I J K L M", max_tokens=30),
+        ask(COUNTED[1], max_tokens=30),
         ask("Describe one colour as JSON.", max_tokens=40, json_schema=json.dumps(schema)),
-        ask("one two three four five six seven eight nine ten", max_tokens=80, stop=("seven",)),
+        ask(COUNTED[2], max_tokens=80, stop=("seven",)),  # "one two … ten", stopped at "seven"
     ]
     alone = [follow(service.submit(r)) for r in requests]
     together = side_by_side(service, requests)
@@ -96,7 +96,7 @@ def test_three_answers_generate_together_each_with_its_own_options(service: Engi
     # Temperature 0: a batched answer is the answer its prompt gets alone, up to llama.cpp's batched
     # arithmetic (other kernels for several rows round differently and can flip a near tie: open prompts
     # parted after 5 words, and after 2). The story and the counting are sequences the demo model continues
-    # with a wide margin (test_batching.SEQUENCES), so a flip is not the model's to make. Mixed sequences
+    # with a wide margin (tests/harness.py COUNTED), so a flip is not the model's to make. Mixed sequences
     # would part from the first token on, and resemble another prompt's answer more than their own.
     for i, batched in enumerate(together):
         own = shared_words(batched.text, alone[i].text)
