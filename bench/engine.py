@@ -90,13 +90,7 @@ def runs(engine: Any, max_tokens: int) -> Iterator[int]:
 def forget(engine: Any) -> None:
     """Drop every KV the engine holds: each slot's sequence and the host KV cache (resetting the Llama alone
     left the batcher's slots holding the last prompt, and the next run reused all of it but one token)."""
-    import llama_cpp
-
-    batcher = engine.batcher
-    for slot in batcher.slots:
-        llama_cpp.llama_memory_seq_rm(batcher.memory, slot.seq, -1, -1)
-        slot.cache.clear()
-    batcher.host.clear()
+    engine.batcher.forget()
 
 
 def generate(engine: Any, request: Any) -> tuple[str, dict[str, Any]]:

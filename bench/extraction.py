@@ -160,7 +160,7 @@ def worker(spec: dict[str, Any]) -> int:
     from dataclasses import replace
 
     from app.engine.lifecycle import die_with_parent
-    from app.engine.llama import batcher
+    from app.engine.llama import engine as llama_engine
 
     die_with_parent()
     engine = bench.engine_for(spec)
@@ -168,7 +168,9 @@ def worker(spec: dict[str, Any]) -> int:
     llm = engine._llm
     assert llm is not None
     timer = Timer()
-    batcher.grammar_for = timer.wrap("grammar", batcher.grammar_for)  # the batcher builds each grammar
+    llama_engine.grammar_for = timer.wrap(
+        "grammar", llama_engine.grammar_for
+    )  # the engine reads each request's grammar
     llm.sample = timer.wrap("sample", llm.sample)  # type: ignore[method-assign]
     llm.eval = timer.wrap("forward", llm.eval, when=lambda: timer.calls.get("sample", 0) > 0)  # type: ignore[method-assign]
     request = extraction_request(spec["max_tokens"], spec.get("case", "invoice"))

@@ -142,12 +142,19 @@ class ScriptedBackend:
                 for event in events:
                     self._sinks.deliver(job_id, event)
 
-    def die(self, message: str = "the engine worker stopped during an answer", card: str | None = None) -> None:
-        """As a worker crash: it is dead, and says so with the jobs that were running on it."""
+    def die(
+        self,
+        message: str = "the engine worker stopped during an answer",
+        card: str | None = None,
+        *,
+        retry: bool = True,
+    ) -> None:
+        """As a worker crash (or, `retry` False, a worker ended because it froze): it is dead, and says so with
+        the jobs that were running on it."""
         self.dead = True
         with self._lock:
             self._playing.clear()
-        self._on_lost(self, WorkerLost(message, card=card), self._sinks.drop_all())
+        self._on_lost(self, WorkerLost(message, card=card, retry=retry), self._sinks.drop_all())
 
 
 @dataclass

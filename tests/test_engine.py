@@ -85,7 +85,9 @@ def test_cancel_during_prompt_processing_frees_the_engine_fast(engine: object) -
     freed = time.monotonic() - started - 0.15
     assert done.stats.finish_reason == "cancelled"
     assert done.stats.generated_tokens == 0  # it stopped while still reading the prompt
-    assert freed < 0.5
+    # The rest of one step: with nothing streaming beside it a prompt is read n_batch (512) tokens a step, 1.3 s
+    # here, against ~4.5 s for the whole prompt (with an answer streaming, prompt_chunk: test_engine_service).
+    assert freed < 2.0
     _, after = run(engine, ask("Hello", max_tokens=4))  # and the engine still works
     assert after.stats.generated_tokens > 0
 

@@ -289,3 +289,41 @@ def test_huge_prompts_are_refused_at_once_and_another_stream_keeps_its_pace(appl
     # shared machine (51.8 s before); the bound leaves room for the load, never for a stall
     print(f"largest gap of the other stream: {max(gaps):.2f} s over {len(gaps)} gaps")
     assert max(gaps) < 3.0, f"another stream stalled {max(gaps):.1f} s"
+
+
+def test_many_tiny_items_are_refused_at_once_and_nothing_else_stops(appliance: Appliance) -> None:
+    """100,000 tiny messages (4 MB, under the body cap and the size estimate) froze the engine twice: the chat
+    template and the tokenizer ran between two steps, the worker was restarted, the request retried. Item counts
+    are now bounded at the edge; a long text the tokenizer would take minutes over (a megabyte of short lines:
+    its cost grows with the square of the line breaks) is counted in pieces off the step loop and refused."""
+    before = worker_pid(appliance)
+    tiny = [{"role": "user", "content": "hi hi hi"}] * 100_000
+    lines = "hi hi hi\n\n" * 150_000  # 1.5 MB: ~600,000 tokens, ~3 minutes for llama.cpp's tokenizer whole
+    refusals = [
+        ("/v1/chat/completions", {"model": "demo", "messages": tiny, "max_tokens": 4}, "messages", 1.0),
+        ("/v1/responses", {"model": "demo", "input": tiny, "max_output_tokens": 16}, "input", 1.0),
+        (
+            "/v1/chat/completions",
+            {"model": "demo", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}] * 5000}]},
+            "messages",
+            1.0,
+        ),
+        ("/v1/chat/completions", {"model": "demo", "messages": [{"role": "user", "content": lines}]}, None, 10.0),
+    ]
+    with Witness(appliance, max_tokens=240) as witness:
+        for path, body, param, bound in refusals:
+            response, took = refused_fast(lambda path=path, body=body: post(appliance, path, body))
+            assert response.status_code == 400, response.text[:300]
+            error = response.json()["error"]
+            assert took < bound, (path, param, took)
+            if param is not None:
+                assert error["param"] == param and "at most" in error["message"], error
+            else:
+                assert "at least" in error["message"] and "context holds" in error["message"], error
+        refused = time.monotonic()
+        witness.enough.set()
+    assert witness.times[-1] >= refused, f"the other stream had ended before the refusals did: {witness.finish}"
+    gaps = [b - a for a, b in zip(witness.times, witness.times[1:], strict=False)]
+    print(f"largest gap of the other stream: {max(gaps):.2f} s over {len(gaps)} gaps")
+    assert max(gaps) < 3.0, f"another stream stalled {max(gaps):.1f} s"
+    assert worker_pid(appliance) == before, "the engine worker was replaced"

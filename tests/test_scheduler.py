@@ -290,6 +290,20 @@ def test_a_lost_worker_retries_once_the_answers_that_had_said_nothing(line: Call
     assert again.finished() == ("stop", 1) and len(q.stage.built) == 3
 
 
+def test_answers_on_a_worker_that_froze_are_not_retried(line: Callable[..., Line]) -> None:
+    """The engine made no progress with every card answering: one of its answers may be why, and would freeze
+    the rebuilt engine too (issue 47: 100,000 tiny messages froze it twice)."""
+    q = line(parallel=2)
+    silent = q.ask("reading")
+    first = q.stage.wait_jobs(silent.id)
+    first.die("the engine made no progress for 30 s (every card answers); restarting it", retry=False)
+    assert silent.end() == Failed("the engine made no progress for 30 s (every card answers); restarting it")
+    assert q.service.wait_ready(10)
+    after = q.ask("c1")
+    q.stage.wait_jobs(after.id).step()
+    assert after.finished() == ("stop", 1) and len(q.stage.built) == 2
+
+
 def test_stopping_the_service_ends_every_answer_once(line: Callable[..., Line]) -> None:
     q = line(parallel=2)
     spoke, silent = q.ask("long"), q.ask("reading")

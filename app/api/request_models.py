@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api import tools as calling
 from app.api.errors import ApiError
-from app.engine.events import GenerationRequest, Message
+from app.engine.events import GenerationRequest, Message, Role
 from app.valid_text import valid_values
 
 
@@ -21,6 +21,25 @@ class RequestBody(BaseModel):
     @classmethod
     def _valid_text(cls, data: Any) -> Any:
         return valid_values(data)
+
+
+# How many items a request may carry, checked before any of them is read: a conversation of 100,000 tiny
+# messages is small in bytes but costs the chat template and the tokenizer minutes. OpenAI takes at most 128
+# tools; no real conversation nears 4,096 turns (a long agent session has a few hundred).
+MAX_MESSAGES = 4096  # chat messages, or Responses input items (with the earlier turns they continue)
+MAX_PARTS = 256  # content parts of one message
+MAX_TOOLS = 128
+
+
+def refuse_long_lists(data: Any, limits: dict[str, int]) -> Any:
+    """Refuse (400, naming the field) a request body whose list fields are longer than `limits` allows, before
+    pydantic reads their items."""
+    if isinstance(data, dict):
+        for name, limit in limits.items():
+            given = data.get(name)
+            if isinstance(given, list) and len(given) > limit:
+                raise ApiError(f"{name}: {len(given):,} items; at most {limit:,} are taken", param=name)
+    return data
 
 
 class OpenAIBody(RequestBody):
@@ -74,6 +93,21 @@ UNSUPPORTED = ("logit_bias", "functions", "function_call", "audio", "prediction"
 
 class ChatRequest(OpenAIBody):
     model_config = ConfigDict(extra="allow")  # unknown OpenAI options are accepted and ignored
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        refuse_long_lists(data, {"messages": MAX_MESSAGES, "tools": MAX_TOOLS})
+        messages = data.get("messages") if isinstance(data, dict) else None
+        for index, message in enumerate(messages if isinstance(messages, list) else []):
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list) and len(content) > MAX_PARTS:
+                raise ApiError(
+                    f"messages[{index}].content: {len(content):,} parts; at most {MAX_PARTS:,} are taken",
+                    param="messages",
+                )
+        return data
+
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
@@ -180,15 +214,16 @@ def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
 
 def _alternating(messages: list[Message]) -> tuple[Message, ...]:
     """Neighbours of the same role joined into one (system messages first): chat templates such as
-    Gemma's refuse two user turns in a row, which tool results would otherwise make."""
-    system = [m for m in messages if m.role == "system"]
-    joined: list[Message] = [Message("system", "\n\n".join(m.content for m in system))] if system else []
+    Gemma's refuse two user turns in a row, which tool results would otherwise make. (Each run is joined
+    once: adding to a growing string message by message costs the square of a long conversation.)"""
+    system = [m.content for m in messages if m.role == "system"]
+    runs: list[tuple[Role, list[str]]] = [("system", system)] if system else []
     for message in (m for m in messages if m.role != "system"):
-        if joined and joined[-1].role == message.role:
-            joined[-1] = Message(message.role, joined[-1].content + "\n\n" + message.content)
+        if runs and runs[-1][0] == message.role:
+            runs[-1][1].append(message.content)
         else:
-            joined.append(message)
-    return tuple(joined)
+            runs.append((message.role, [message.content]))
+    return tuple(Message(role, "\n\n".join(texts)) for role, texts in runs)
 
 
 class EmbeddingRequest(OpenAIBody):

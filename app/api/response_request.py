@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from app.api.errors import ApiError
-from app.api.request_models import ChatMessage, ChatRequest, OpenAIBody, ResponseFormat
+from app.api.request_models import (
+    MAX_MESSAGES,
+    MAX_PARTS,
+    MAX_TOOLS,
+    ChatMessage,
+    ChatRequest,
+    OpenAIBody,
+    ResponseFormat,
+    refuse_long_lists,
+)
 from app.api.tools import Tool, ToolFunction
 
 # Options that would change the answer's meaning and that the appliance cannot honour: refused by name.
@@ -44,6 +53,12 @@ class TextOptions(OpenAIBody):
 
 class ResponsesRequest(OpenAIBody):
     model_config = ConfigDict(extra="allow")  # unknown options (store, metadata, include...) are ignored
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        return refuse_long_lists(data, {"input": MAX_MESSAGES, "tools": MAX_TOOLS})
+
     model: str
     input: str | list[dict[str, Any]] = Field(min_length=1)
     instructions: str | None = None
@@ -158,6 +173,10 @@ def _text(content: Any, index: int) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list):
+        if len(content) > MAX_PARTS:
+            raise ApiError(
+                f"input[{index}].content: {len(content):,} parts; at most {MAX_PARTS:,} are taken", param="input"
+            )
         parts = [p for p in content if isinstance(p, dict)]
         if len(parts) != len(content) or any(p.get("type") not in _TEXT_PARTS for p in parts):
             raise ApiError(f"input[{index}]: only text content parts are supported", param="input")

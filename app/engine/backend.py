@@ -24,7 +24,12 @@ Sink = Callable[[Event | CacheUse], None]  # an answer's events, and how its pro
 
 class WorkerLost(EngineError):
     """The backend died or stopped answering (a card failed, the worker was killed, the upstream went
-    away); the engine must be rebuilt."""
+    away); the engine must be rebuilt. `retry`: an answer it held that gave no token yet may run again on
+    the rebuilt one (not when the engine froze with every card answering: that answer may be the cause)."""
+
+    def __init__(self, message: str, *, card: str | None = None, retry: bool = True) -> None:
+        super().__init__(message, card=card)
+        self.retry = retry
 
 
 # (the backend that was lost, why, the jobs that were running on it)

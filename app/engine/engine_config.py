@@ -105,6 +105,20 @@ class EngineConfig:
         description="Seconds one engine step (a prompt chunk or a token) may take before the card holding it "
         "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
     )
+    draft_max: int = Field(
+        default=16,
+        ge=0,
+        le=64,
+        description="Speculative decoding from the answer's context: the most tokens drafted for one step, where "
+        "the last `draft_ngram` tokens stood earlier in the prompt or the answer (a quote, a copied value). "
+        "At temperature 0 the answer is the same token for token; 0 turns it off.",
+    )
+    draft_ngram: int = Field(
+        default=4,
+        ge=1,
+        le=32,
+        description="Tokens that must match an earlier place of the context before what followed there is drafted.",
+    )
 
     backend: BackendName = Field(
         default="cards",

@@ -12,11 +12,12 @@ from app.engine.engine_config import MAX_TOKENS, TEMPERATURE
 from app.errors import QuartetError
 
 FinishReason = Literal["stop", "length", "cancelled"]
+Role = Literal["system", "user", "assistant"]
 
 
 @dataclass(frozen=True)
 class Message:
-    role: Literal["system", "user", "assistant"]
+    role: Role
     content: str
 
 
@@ -47,6 +48,9 @@ class Stats:
     decode_tps: float
     total_s: float
     finish_reason: FinishReason
+    drafted_tokens: int = 0  # tokens proposed by speculative decoding (drafts.py) and checked by the model
+    accepted_tokens: int = 0  # ... of which the model kept: each saved a step
+    steps: int = 0  # llama_decode steps that gave this answer tokens (generated ÷ steps = tokens per step)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -232,11 +232,11 @@ class EngineService:
     def _fail_jobs(self, err: WorkerLost, jobs: list[int]) -> None:
         """The backend running `jobs` was lost (the supervisor rebuilds it): every one fails naming the card.
 
-        Every card answers yet the worker died before a token: a card restarted while we held a stale
-        connection. Rebuilt, the engine can take such an answer once more (at the head of the queue)."""
+        Every card answers yet the worker died before a token (a card restarted while we held a stale connection):
+        rebuilt, the engine takes such an answer once more, first in line — unless it froze (`err.retry`)."""
         with self._cond:
             tickets = [self._running.pop(job) for job in jobs if job in self._running]
-            again = [] if self._stopped else [t for t in tickets if not (err.card or t.ended_early())]
+            again = [] if self._stopped or not err.retry else [t for t in tickets if not (err.card or t.ended_early())]
             for ticket in reversed(again):
                 ticket.attempts += 1
                 log.info("answer %d: retrying on the rebuilt engine", ticket.id)

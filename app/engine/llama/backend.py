@@ -26,6 +26,7 @@ from app.engine import cards
 from app.engine.backend import Backend, BackendKind, Down, JobSinks, OnLost, Sink, WorkerLost
 from app.engine.counts import Call, Countable, counted
 from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
+from app.engine.llama.intake import Intake
 from app.engine.llama.messages import (
     Cancel,
     Close,
@@ -59,21 +60,16 @@ class InProcessBackend:
         return info
 
     def _serve(self) -> None:
-        def inbox(block: bool) -> Generate | Cancel | Close | None:
-            while True:
-                try:
-                    message = self._inbox.get(block=block)
-                except queue.Empty:
-                    return None
-                if not isinstance(message, Count):
-                    return message
-                message.call.answer(counted(self._engine, message.items))  # between steps: llama.cpp is idle
+        def count(message: Count) -> None:
+            message.call.answer(counted(self._engine, message.items))
+
+        intake = Intake(self._inbox.get, prepare=self._engine.prepare, count=count).start()
 
         def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
             if job_id is not None and event is not None:
                 self._sinks.deliver(job_id, event)
 
-        self._engine.serve(inbox, emit)
+        self._engine.serve(intake.next, emit)
         self._engine.close()
 
     def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
@@ -208,7 +204,9 @@ class WorkerBackend:
                 f"{limit:g} s; {reason}); the engine restarts by itself once every card answers again",
                 card=endpoint,
             )
-        return WorkerLost(f"the engine made no progress for {limit:g} s (every card answers); restarting it")
+        return WorkerLost(
+            f"the engine made no progress for {limit:g} s (every card answers); restarting it", retry=False
+        )
 
     def _died(self, when: str) -> WorkerLost:
         self._process.join(timeout=2)
@@ -257,20 +255,22 @@ def _worker_main(conn: Connection, config: Any) -> None:
         return
     conn.send(Loaded(info))
 
-    def inbox(block: bool) -> Generate | Cancel | Close | None:
-        while True:
-            if not conn.poll(None if block else 0):
-                return None
-            message: ToEngine = conn.recv()
-            if not isinstance(message, Count):
-                return message
-            conn.send(Counted(message.call, counted(engine, message.items)))  # between steps
+    sending = threading.Lock()  # the step loop's events and the intake's counts share the pipe
+
+    def send(message: FromWorker) -> None:
+        with sending:
+            conn.send(message)
+
+    def count(message: Count) -> None:
+        send(Counted(message.call, counted(engine, message.items)))
+
+    intake = Intake(conn.recv, prepare=engine.prepare, count=count).start()
 
     def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
-        conn.send(Emitted(job_id, event))
+        send(Emitted(job_id, event))
 
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
-        engine.serve(inbox, emit)
+        engine.serve(intake.next, emit)
     engine.close()
 
 

@@ -8,13 +8,12 @@ with its prompt (a conversation's next turn finds its earlier turns there), else
 used one. What a reused slot held is copied to host memory first (kv_host.py) and comes back into a
 slot when its conversation returns. Cancelling marks the answer; it ends at the start of the next step.
 
-This runs where llama.cpp lives (the engine worker, or the app process): `serve` is its loop.
+This runs where llama.cpp lives (the engine worker, or the app process): loop.py's `serve` is its loop.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import llama_cpp
@@ -22,15 +21,13 @@ import llama_cpp
 from app.engine.counts import MIN_ROOM, overflow
 from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.llama import logprobs
-from app.engine.llama.grammar import grammar_for
+from app.engine.llama.drafts import DraftConfig, accepted
 from app.engine.llama.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
-from app.engine.llama.messages import Cancel, Close, Generate
-from app.engine.llama.slots import Answer, Batch, Sampler, Slot
+from app.engine.llama.slots import Answer, Batch, Prepared, Sampler, Slot
 from app.engine.meter import CacheUse
 
 MAX_RUNS = 2  # runs of KV cells a sequence may take and still be copied out with f16 V (see _save)
 MAX_RUNS_FLAT = 256  # ... with a quantised cache (flash attention: V not transposed, a copy a run and layer)
-Prepare = Callable[[GenerationRequest], tuple[list[int], list[str]]]
 Emitted = list[tuple[int, Event]]
 
 
@@ -38,7 +35,6 @@ class Batcher:
     def __init__(
         self,
         llm: Any,
-        prepare: Prepare,
         *,
         parallel: int,
         n_ctx: int,
@@ -46,14 +42,17 @@ class Batcher:
         max_tokens: int,
         kv_cache_bytes: int = 0,
         v_transposed: bool = True,
+        n_batch: int = 0,
+        drafts: DraftConfig | None = None,
     ) -> None:
         self.llm = llm
-        self.prepare = prepare  # request → (prompt tokens, stop strings)
         self.slots = [Slot(seq) for seq in range(parallel)]
         self.n_ctx = n_ctx  # per answer
         self.prompt_chunk = max(1, prompt_chunk)
         self.max_tokens = max_tokens
-        self.batch = Batch(parallel + self.prompt_chunk)
+        # a step holds at most n_batch tokens (llama_decode's bound): every answer's next token, drafts, prompt
+        self.batch = Batch(max(n_batch, parallel + self.prompt_chunk))
+        self.drafts = drafts if drafts is not None and drafts.on else None
         self.memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
         n_swa = int(llama_cpp.llama_model_n_swa(llm._model.model))
         self.host = HostKvCache(llm._ctx.ctx, budget_bytes=kv_cache_bytes, n_swa=n_swa)
@@ -66,18 +65,19 @@ class Batcher:
     def running(self) -> int:
         return sum(slot.answer is not None for slot in self.slots)
 
-    def add(self, job_id: int, request: GenerationRequest, *, check_picked: bool = True) -> CacheUse:
+    def add(
+        self, job_id: int, request: GenerationRequest, prepared: Prepared, *, check_picked: bool = True
+    ) -> CacheUse:
         """Start an answer in a free slot; raises EngineError for a request that cannot run."""
-        prompt, stops = self.prepare(request)
+        prompt, stops = prepared.prompt, prepared.stops
         room = self.n_ctx - len(prompt)
         if room < MIN_ROOM:
             raise overflow(len(prompt), self.n_ctx)
         free = [slot for slot in self.slots if slot.answer is None]
         if not free:
             raise EngineError("every slot of the engine is busy", kind="busy")
-        grammar = grammar_for(request.json_schema, self.llm._model.vocab)
         slot, cached, restored = self._place(free, prompt)
-        sampler = Sampler(self.llm, request, grammar, check_picked=check_picked)
+        sampler = Sampler(self.llm, request, prepared.grammar, check_picked=check_picked)
         budget = min(request.max_tokens, self.max_tokens, room)
         slot.answer = Answer(
             job_id=job_id,
@@ -87,6 +87,7 @@ class Batcher:
             sampler=sampler,
             cached=cached,
             want_logprobs=request.logprobs,
+            drafts=self.drafts,
         )
         slot.read, slot.runs = len(prompt), slot.runs if cached >= MIN_SAVE else 1
         return CacheUse(cached, restored, self.host.bytes, len(self.host.entries))
@@ -176,16 +177,23 @@ class Batcher:
         return out
 
     def _fill(self) -> list[Slot]:
-        """Put every generating answer's next token in the batch, then prompt chunks while room is left."""
+        """Put every generating answer's next token (and its draft) in the batch, then prompt chunks.
+
+        Prompts take `prompt_chunk` tokens a step while answers stream beside them (so that they keep their
+        pace), the whole batch when none does (fewer trips through the cards for a fresh prompt)."""
         self.batch.clear()
         active: list[Slot] = []
-        for slot in self.slots:
+        generating = [s for s in self.slots if s.answer is not None and s.answer.next_token is not None]
+        room = self.batch.capacity - len(generating) - (self.prompt_chunk if self._prefilling() else 0)
+        for slot in generating:
             answer = slot.answer
-            if answer is not None and answer.next_token is not None:
-                answer.logits_at = self._feed(slot, [answer.next_token], last_logits=True)
-                answer.next_token = None
-                active.append(slot)
-        room = self.prompt_chunk
+            assert answer is not None and answer.next_token is not None
+            answer.draft = answer.next_draft(min(room, self.n_ctx - len(slot.cache) - 1))
+            room -= len(answer.draft)
+            answer.logits_at = self._feed(slot, [answer.next_token, *answer.draft], all_logits=True)
+            answer.next_token = None
+            active.append(slot)
+        room = self.prompt_chunk if generating else self.batch.capacity
         for slot in sorted(self._prefilling(), key=lambda s: s.answer.started if s.answer else 0.0):
             answer = slot.answer
             assert answer is not None
@@ -201,27 +209,61 @@ class Batcher:
     def _prefilling(self) -> list[Slot]:
         return [s for s in self.slots if s.answer is not None and s.answer.prefilling]
 
-    def _feed(self, slot: Slot, tokens: list[int], *, last_logits: bool) -> int:
-        """Add tokens of one sequence to the batch; the batch index of the logits, or -1."""
+    def _feed(self, slot: Slot, tokens: list[int], *, last_logits: bool = False, all_logits: bool = False) -> int:
+        """Add tokens of one sequence to the batch; the batch index of the first logits asked for, or -1."""
         index = -1
         for i, token in enumerate(tokens):
-            logits = last_logits and i == len(tokens) - 1
+            logits = all_logits or (last_logits and i == len(tokens) - 1)
             at = self.batch.add(token, pos=len(slot.cache), seq=slot.seq, logits=logits)
             slot.cache.append(token)
-            index = at if logits else index
+            index = at if logits and index < 0 else index
         return index
 
     def _sample(self, slot: Slot, answer: Answer) -> Emitted:
-        top = answer.want_logprobs
-        dist = logprobs.distribution(self.llm, answer.logits_at) if top is not None else None
-        token = answer.sampler.sample(self.llm._ctx.ctx, answer.logits_at)
-        answer.logits_at = -1
-        end = bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
-        chosen = logprobs.of(self.llm, dist, token, top or 0) if dist is not None and not end else None
-        events, over = answer.take(token, piece=b"" if end else self.llm.detokenize([token]), end=end, logprob=chosen)
+        """Take the answer's tokens from this step's logits: one, or (with a draft) each drafted token the
+        sampler picks itself and the one after; the KV cells of the rejected rest are dropped."""
+        first, draft = answer.logits_at, answer.draft
+        answer.logits_at, answer.draft = -1, []
+        events: list[Event] = []
+        over = False
+
+        def sample(i: int) -> int | None:
+            nonlocal over
+            token, taken, over = self._take(answer, first + i)
+            events.extend(taken)
+            return None if over else token
+
+        _taken, kept = accepted(draft, sample)
+        answer.verified(len(draft), kept)
+        if not self._drop_tail(slot, len(draft) - kept):
+            error = EngineError("llama.cpp could not drop a rejected draft from the answer's memory")
+            return self._end(slot, [*events, error.failed()])
         if over:
             return self._end(slot, events)
         return [(answer.job_id, event) for event in events]
+
+    def _take(self, answer: Answer, index: int) -> tuple[int, list[Event], bool]:
+        """The token sampled from the logits at `index`, the events it gives, and whether the answer is over."""
+        top = answer.want_logprobs
+        dist = logprobs.distribution(self.llm, index) if top is not None else None
+        token = answer.sampler.sample(self.llm._ctx.ctx, index)
+        end = bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
+        chosen = logprobs.of(self.llm, dist, token, top or 0) if dist is not None and not end else None
+        events, over = answer.take(token, piece=b"" if end else self.llm.detokenize([token]), end=end, logprob=chosen)
+        return token, events, over
+
+    def _drop_tail(self, slot: Slot, count: int) -> bool:
+        """Forget the last `count` tokens of the slot's sequence (a draft's rejected tokens); False if llama.cpp
+        could not (the sequence is then cleared: what it holds no longer matches its tokens)."""
+        if count <= 0:
+            return True
+        start = len(slot.cache) - count
+        if llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, start, -1):
+            del slot.cache[start:]
+            return True
+        llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
+        slot.cache.clear()
+        return False
 
     def _end(self, slot: Slot, events: list[Event]) -> Emitted:
         answer = slot.answer
@@ -242,6 +284,15 @@ class Batcher:
             out += self._end(slot, [error.failed()])
         return out
 
+    def forget(self) -> None:
+        """Drop every idle slot's tokens and the host KV cache: the next prompts are read afresh (benches and
+        tests that compare two ways of answering the same prompt)."""
+        for slot in self.slots:
+            if slot.answer is None:
+                llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
+                slot.cache.clear()
+        self.host.clear()
+
     def close(self) -> None:
         for slot in self.slots:
             if slot.answer is not None:
@@ -254,38 +305,3 @@ class Batcher:
 def _real(shared: int, prompt: list[int]) -> bool:
     """A shared prefix worth a slot or a restore: 32 tokens or half the prompt, not a chat template's opening."""
     return shared >= MIN_SAVE or 2 * shared >= len(prompt)
-
-
-Inbox = Callable[[bool], Generate | Cancel | Close | None]  # block? → the next message, or None when none waits
-Emit = Callable[[int | None, Event | CacheUse | None], None]  # (job id, event); (None, None) = still alive
-
-
-def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[[], bool]) -> None:
-    """Take messages (Generate, Cancel, Close: messages.py) and run steps until closed.
-
-    Between steps every waiting message is taken, so a newcomer joins at the next step and a cancel
-    takes effect there. While answers run, something is emitted at least every HEARTBEAT_S so that the
-    supervisor can tell a slow step from a hung card."""
-    last = time.monotonic()
-    while True:
-        message = inbox(not batcher.busy())
-        while message is not None:
-            if isinstance(message, Close):
-                return
-            if isinstance(message, Generate):
-                try:
-                    emit(message.job_id, batcher.add(message.job_id, message.request, check_picked=check_picked()))
-                except EngineError as err:
-                    emit(message.job_id, err.failed())
-            elif isinstance(message, Cancel):
-                batcher.cancel(message.job_id)
-            message = inbox(False)
-        for job_id, event in batcher.step():
-            emit(job_id, event)
-            last = time.monotonic()
-        if time.monotonic() - last >= HEARTBEAT_S:
-            emit(None, None)
-            last = time.monotonic()
-
-
-HEARTBEAT_S = 0.5

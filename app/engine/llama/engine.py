@@ -23,9 +23,13 @@ from llama_cpp import llama_chat_format
 from app.engine.cards import check_cards
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, Event, GenerationRequest, ModelInfo
-from app.engine.llama import chat_prompt, ggml, placement
-from app.engine.llama.batcher import Batcher, Emit, Inbox, serve
-from app.valid_text import valid_text
+from app.engine.llama import chat_prompt, ggml, placement, prompt_tokens
+from app.engine.llama.batcher import Batcher
+from app.engine.llama.drafts import DraftConfig
+from app.engine.llama.grammar import grammar_for
+from app.engine.llama.loop import Emit, Inbox, serve
+from app.engine.llama.prompt_tokens import utf8
+from app.engine.llama.slots import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +137,14 @@ class Engine:
         n_ctx = self._llm.n_ctx() // cfg.parallel
         self._batcher = Batcher(
             self._llm,
-            self._prompt_tokens,
             parallel=cfg.parallel,
             n_ctx=n_ctx,
             prompt_chunk=min(cfg.prompt_chunk, cfg.n_batch - cfg.parallel),
             max_tokens=cfg.max_tokens_limit,
             kv_cache_bytes=cfg.kv_cache_mb * 1024 * 1024,
             v_transposed=False,  # flash attention: V rows are not transposed
+            n_batch=cfg.n_batch,
+            drafts=DraftConfig(ngram=cfg.draft_ngram, max_tokens=cfg.draft_max),
         )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)
@@ -197,8 +202,14 @@ class Engine:
         piece of text as it reads inside one."""
         if isinstance(item, str):
             assert self._llm is not None
-            return len(self._llm.tokenize(_utf8(item), add_bos=False, special=False))
+            return len(self._llm.tokenize(utf8(item), add_bos=False, special=False))
         return len(self._prompt_tokens(item)[0])
+
+    def prepare(self, request: GenerationRequest) -> Prepared:
+        """A request as the model reads it (raises EngineError for one it cannot): safe to call beside a step."""
+        assert self._llm is not None
+        prompt, stops = self._prompt_tokens(request)
+        return Prepared(prompt, stops, grammar_for(request.json_schema, self._llm._model.vocab))
 
     def _prompt_tokens(self, request: GenerationRequest) -> tuple[list[int], list[str]]:
         assert self._llm is not None and self._formatter is not None
@@ -210,7 +221,7 @@ class Engine:
                 )
             return list(request.prompt_ids), list(request.stop)
         if request.prompt is not None:  # a plain completion: the text as the client wrote it (special tokens too)
-            return self._llm.tokenize(_utf8(request.prompt), add_bos=True, special=True), list(request.stop)
+            return self._tokenize(utf8(request.prompt), add_bos=True), list(request.stop)
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         shown: dict[str, Any] = {}
         if request.tools is not None and self._template_tools:
@@ -221,9 +232,14 @@ class Engine:
             formatted = self._formatter(messages=messages, **shown)  # type: ignore[arg-type]
         except Exception as err:  # jinja raises its own errors for unsupported message orders
             raise EngineError(f"the model's chat template refused this conversation: {err}", kind="request") from err
-        tokens = self._llm.tokenize(_utf8(formatted.prompt), add_bos=False, special=True)
+        tokens = self._tokenize(utf8(formatted.prompt), add_bos=False)
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
         return tokens, stops + list(request.stop)
+
+    def _tokenize(self, text: bytes, *, add_bos: bool) -> list[int]:
+        """A prompt's tokens, or EngineError when it is surely longer than an answer's context (prompt_tokens.py)."""
+        assert self._llm is not None
+        return prompt_tokens.tokenize(self._llm, text, add_bos=add_bos, n_ctx=self.batcher.n_ctx)
 
     @property
     def batcher(self) -> Batcher:
@@ -232,7 +248,7 @@ class Engine:
         return self._batcher
 
     def serve(self, inbox: Inbox, emit: Emit) -> None:
-        """Run answers in batches until Close arrives (see batcher.serve)."""
+        """Run answers in batches until Close arrives (see loop.serve)."""
         serve(self.batcher, inbox, emit, check_picked=lambda: self.check_picked_token)
 
     def generate(
@@ -247,7 +263,7 @@ class Engine:
         if batcher.busy():
             raise EngineError("the engine is serving other answers", kind="busy")
         job = next(self._solo_ids)
-        batcher.add(job, request, check_picked=self.check_picked_token)
+        batcher.add(job, request, self.prepare(request), check_picked=self.check_picked_token)
         try:
             while batcher.busy():
                 if cancelled():
@@ -260,12 +276,6 @@ class Engine:
             if batcher.busy():
                 batcher.step()  # ends the abandoned answer
             self.last_refused = batcher.last_refused
-
-
-def _utf8(text: str) -> bytes:
-    """The text to tokenise, as UTF-8: the front doors make text valid (app/valid_text.py); this last
-    guard keeps a lone surrogate that got past them from ending the worker (UnicodeEncodeError)."""
-    return valid_text(text).encode("utf-8")
 
 
 def _widen_context(llm: llama_cpp.Llama, *, parallel: int, n_ctx: int) -> None:

@@ -17,8 +17,18 @@ import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine.events import Done, Event, GenerationRequest, Stats, Token, TokenLogprob
+from app.engine.llama.drafts import DraftConfig, Ngrams, Pace
 from app.engine.llama.grammar import GrammarFirstChecked
 from app.engine.llama.stops import StopScanner
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request as the model reads it: its prompt tokens, its stop strings and its grammar (if constrained)."""
+
+    prompt: list[int]
+    stops: list[str]
+    grammar: LlamaGrammar | None
 
 
 class Sampler:
@@ -64,6 +74,7 @@ class Answer:
         sampler: Sampler,
         cached: int,
         want_logprobs: int | None = None,
+        drafts: DraftConfig | None = None,
     ) -> None:
         self.job_id = job_id
         self.prompt = prompt
@@ -82,6 +93,28 @@ class Answer:
         self.prompt_done: float | None = None
         self.want_logprobs = want_logprobs  # None: none; else each token's, with this many alternatives
         self.logprobs: list[TokenLogprob] = []  # of tokens taken whose text has not gone out yet
+        # speculative decoding (drafts.py): the context drafts come from, and how long the next one may be
+        self.ngrams = Ngrams(prompt, n=drafts.ngram) if drafts is not None and drafts.on else None
+        self.pace = Pace(drafts) if drafts is not None else None
+        self.draft: list[int] = []  # drafted tokens fed after next_token in the current step
+        self.drafted = 0
+        self.accepted = 0
+        self.steps = 0
+
+    def next_draft(self, room: int) -> list[int]:
+        """The tokens to feed after next_token this step (none without speculation or a match)."""
+        if self.ngrams is None or self.pace is None:
+            return []
+        draft = self.ngrams.draft(min(room, self.pace.next(), self.budget - self.generated - 1))
+        return draft if len(draft) >= self.pace.config.min_tokens else []
+
+    def verified(self, drafted: int, kept: int) -> None:
+        """A step's draft was checked: `kept` of its `drafted` tokens were the model's own picks."""
+        self.steps += 1
+        self.drafted += drafted
+        self.accepted += kept
+        if self.pace is not None:
+            self.pace.after(drafted, kept)
 
     @property
     def prefilling(self) -> bool:
@@ -96,6 +129,8 @@ class Answer:
         if end:
             return self.finish("stop"), True
         self.generated += 1
+        if self.ngrams is not None:
+            self.ngrams.extend((token,))
         self.first_at = self.first_at or time.monotonic()
         if logprob is not None:
             self.logprobs.append(logprob)
@@ -133,6 +168,9 @@ class Answer:
             decode_tps=round((n - 1) / decode_s, 1) if n > 1 and decode_s > 0 else 0.0,
             total_s=round(finished - self.started, 4),
             finish_reason=reason,  # type: ignore[arg-type]
+            drafted_tokens=self.drafted,
+            accepted_tokens=self.accepted,
+            steps=self.steps,
         )
 
 
