@@ -89,24 +89,20 @@ class Upstream:
         self.fake.close()
 
 
-@pytest.fixture
-def upstreams() -> Iterator[list[Upstream]]:
-    made: list[Upstream] = []
-    yield made
-    for upstream in made:
-        upstream.close()
-
-
 Start = Callable[..., Upstream]  # (misbehaviour, *, answer_s) → an Upstream, closed after the test
 
 
 @pytest.fixture
-def start(upstreams: list[Upstream]) -> Start:
-    def started(misbehaviour: Misbehaviour, *, answer_s: float = 30.0) -> Upstream:
-        upstreams.append(Upstream(misbehaviour, answer_s=answer_s))
-        return upstreams[-1]
+def start() -> Iterator[Start]:
+    made: list[Upstream] = []
 
-    return started
+    def started(misbehaviour: Misbehaviour, *, answer_s: float = 30.0) -> Upstream:
+        made.append(Upstream(misbehaviour, answer_s=answer_s))
+        return made[-1]
+
+    yield started
+    for upstream in made:
+        upstream.close()
 
 
 def left(upstream: Upstream) -> None:
