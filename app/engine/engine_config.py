@@ -140,6 +140,13 @@ class EngineConfig:
         description="Seconds the upstream may take to answer a request, and between two chunks of a stream, "
         "before the answer fails naming it.",
     )
+    upstream_answer_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds one answer may take upstream in all, from its request to its last chunk (4,096 "
+        "tokens at 13 tokens/s take 315 s): past it the request is closed and the answer fails naming the "
+        "upstream, however busy its stream (keep-alives, empty chunks) kept it.",
+    )
 
     @field_validator("cards")
     @classmethod

@@ -1,9 +1,12 @@
 """An OpenAI-compatible server as the engine's backend: the boards' vendor runtime, vLLM, llama-server.
 
 Quartet's scheduler stays in front of it (queue, positions, background slots, `parallel` = answers in
-flight upstream); each answer is one streamed request on its own thread. Stop closes the stream at the
-next chunk. An upstream that is down or slow past `upstream_timeout_s` fails the answer naming it and is
-treated as a lost backend: the supervisor waits for its /models to answer again and connects anew.
+flight upstream); each answer is one streamed request on its own thread. Stop closes the request at once,
+also while the upstream sends nothing. No upstream holds a slot for ever: an answer ends at its
+`max_tokens` and its text bound (answer.py), at a line too long (stream.py), and at `upstream_answer_s` in
+all. A stream cut short of its end fails naming the upstream, never reads as a finished answer. An upstream
+that is down or slow past `upstream_timeout_s` fails the answer naming it and is treated as a lost backend:
+the supervisor waits for its /models to answer again and connects anew.
 """
 
 from __future__ import annotations
@@ -23,16 +26,16 @@ from app.engine.events import (
     Done,
     EngineError,
     Failed,
-    FinishReason,
     GenerationRequest,
     ModelInfo,
-    Stats,
     Token,
 )
-from app.engine.upstream.client import Probed, UpstreamClient, UpstreamError, delta_text, finish_of
+from app.engine.upstream.answer import Budget
+from app.engine.upstream.client import Probed, UpstreamClient
+from app.engine.upstream.stream import Hangup, UpstreamError, deadline
 
 log = logging.getLogger(__name__)
-_FINISH: dict[str, FinishReason] = {"length": "length"}  # the rest (stop, tool_calls, eos) end as "stop"
+CANCELLED, LATE, STOPPED = "cancelled", "late", "stopped"  # why Quartet hung up on an answer
 
 
 class UpstreamBackend:
@@ -41,7 +44,7 @@ class UpstreamBackend:
         self._on_lost = on_lost
         self._client = _client(config)
         self._sinks = JobSinks()
-        self._cancelled: set[int] = set()
+        self._hangups: dict[int, Hangup] = {}  # each running answer's way to end its request
         self._lock = threading.Lock()
         self._probed: Probed | None = None
         self._n_ctx = config.n_ctx
@@ -77,12 +80,17 @@ class UpstreamBackend:
     def submit(self, job_id: int, request: GenerationRequest, sink: Sink) -> None:
         if self._lost is not None:
             raise self._lost
+        hangup = Hangup()
+        with self._lock:
+            self._hangups[job_id] = hangup
         self._sinks.add(job_id, sink)
-        threading.Thread(target=self._answer, args=(job_id, request), name=f"upstream-{job_id}", daemon=True).start()
+        threading.Thread(
+            target=self._answer, args=(job_id, request, hangup), name=f"upstream-{job_id}", daemon=True
+        ).start()
 
     def cancel(self, job_id: int) -> None:
-        with self._lock:
-            self._cancelled.add(job_id)
+        """Stop: the answer's request is closed now, also while the upstream sends nothing."""
+        self._hang_up(CANCELLED, job_id)
 
     def count(self, items: list[Countable], *, timeout: float) -> list[int]:
         return [self._count(item) for item in items]
@@ -93,52 +101,89 @@ class UpstreamBackend:
     def stop(self) -> None:
         """Disconnect: streams still open (a hung upstream sends no next chunk) close now, with the client."""
         self._lost = self._lost or WorkerLost(f"{self._client.name()} was disconnected")
+        self._hang_up(STOPPED)
         self._client.close()
+
+    def _hang_up(self, reason: str, *job_ids: int) -> None:
+        with self._lock:
+            hangups = [hangup for job, hangup in self._hangups.items() if not job_ids or job in job_ids]
+        for hangup in hangups:
+            hangup.end(reason)
 
     # -- one answer ------------------------------------------------------------------------------
 
-    def _answer(self, job_id: int, request: GenerationRequest) -> None:
+    def _answer(self, job_id: int, request: GenerationRequest, hangup: Hangup) -> None:
+        try:
+            event = self._answered(job_id, request, hangup)
+        except UpstreamError as err:  # named; and if the upstream is gone, so is this backend
+            self._end(job_id, Failed(str(err)))
+            self._check_alive(err)
+            return
+        self._end(job_id, event)
+
+    def _end(self, job_id: int, event: Done | Failed) -> None:
+        with self._lock:
+            self._hangups.pop(job_id, None)
+        self._sinks.deliver(job_id, event)
+
+    def _answered(self, job_id: int, request: GenerationRequest, hangup: Hangup) -> Done | Failed:
+        budget, prompt_tokens = Budget(request.max_tokens), 0
         try:
             route, body = self._body(request)
             prompt_tokens = self._count(request)
             if self._n_ctx - prompt_tokens < MIN_ROOM:
                 raise overflow(prompt_tokens, self._n_ctx)
-            event: Done | Failed = self._stream(job_id, route, body, prompt_tokens)
-        except UpstreamError as err:
-            self._sinks.deliver(job_id, Failed(str(err)))
-            self._check_alive(err)
-            return
+            with deadline(hangup, self._config.upstream_answer_s, LATE):
+                self._stream(job_id, route, body, budget, hangup)
+        except UpstreamError:
+            if hangup.reason is None:
+                raise
         except EngineError as err:
-            event = err.failed()
+            return err.failed()
         except Exception as err:  # the client closed under the stream (the backend stopped): nobody listens now
             log.info("upstream answer %d ended: %s", job_id, type(err).__name__)
-            event = Failed(f"{self._client.name()} was disconnected during the answer")
-        with self._lock:
-            self._cancelled.discard(job_id)
-        self._sinks.deliver(job_id, event)
+            return Failed(f"{self._client.name()} was disconnected during the answer")
+        if hangup.reason is not None and not budget.complete():
+            return self._hung_up(hangup.reason, budget, prompt_tokens)
+        return Done(budget.stats(prompt_tokens))
 
-    def _stream(self, job_id: int, route: str, body: dict[str, Any], prompt_tokens: int) -> Done | Failed:
-        began = time.monotonic()
-        first: float | None = None
-        pieces, finish = 0, "stop"
-        usage: dict[str, Any] = {}
-        with self._client.stream(route, body) as chunks:
-            for chunk in chunks:
-                if self._stopped(job_id):
-                    finish = "cancelled"
-                    break
-                text = delta_text(chunk)
-                if text:
-                    first = first or time.monotonic()
-                    pieces += 1
-                    self._sinks.deliver(job_id, Token(text))
-                finish = finish_of(chunk) or finish
-                usage = chunk.get("usage") or usage
-        return Done(_stats(usage, prompt_tokens, pieces, began, first, _FINISH.get(finish, finish_reason(finish))))
+    def _stream(self, job_id: int, route: str, body: dict[str, Any], budget: Budget, hangup: Hangup) -> None:
+        """The answer's text to its sink, until the upstream ends it or a bound does (which closes the request);
+        a stream that stops short of its end (no finish_reason, no [DONE]) fails naming the upstream."""
+        budget.began = time.monotonic()  # its time runs from its request (counting its prompt came before)
+        with self._client.stream(route, body, hangup) as stream:
+            try:
+                for chunk in stream:
+                    text = budget.take(chunk)
+                    if text:
+                        self._sinks.deliver(job_id, Token(text))
+                    if budget.full():
+                        return
+            finally:
+                if stream.skipped:  # one line an answer, however many it skipped
+                    log.warning(
+                        "upstream answer %d: skipped %d line(s) from %s that are not an OpenAI stream's "
+                        "(the first: %r)",
+                        job_id, stream.skipped, self._client.url, stream.first_skipped,
+                    )  # fmt: skip
+            budget.done = stream.done
+        if not budget.complete() and hangup.reason is None:
+            raise UpstreamError(
+                f"{self._client.name()} broke off the answer after {budget.tokens()} tokens: its stream ended "
+                "without a finish_reason or [DONE]"
+            )
 
-    def _stopped(self, job_id: int) -> bool:
-        with self._lock:
-            return job_id in self._cancelled or self._lost is not None
+    def _hung_up(self, reason: str, budget: Budget, prompt_tokens: int) -> Done | Failed:
+        """How an answer this side ended ends: Stop is an answer cancelled, a deadline or a disconnect a failure."""
+        name = self._client.name()
+        if reason == CANCELLED:
+            return Done(budget.stats(prompt_tokens, "cancelled"))
+        if reason == LATE:
+            return Failed(
+                f"{name} did not finish the answer within {self._config.upstream_answer_s:g} s "
+                f"(engine.upstream_answer_s): it was ended after {budget.tokens()} tokens"
+            )
+        return Failed(f"{name} was disconnected during the answer")
 
     def _body(self, request: GenerationRequest) -> tuple[str, dict[str, Any]]:
         probed = self._probed
@@ -197,31 +242,6 @@ class UpstreamBackend:
         except UpstreamError as gone:
             self._lost = WorkerLost(str(gone), card=self._client.url)
             self._on_lost(self, self._lost, self._sinks.drop_all())
-
-
-def finish_reason(finish: str) -> FinishReason:
-    return "cancelled" if finish == "cancelled" else "stop"
-
-
-def _stats(
-    usage: dict[str, Any], prompt_tokens: int, pieces: int, began: float, first: float | None, finish: FinishReason
-) -> Stats:
-    now = time.monotonic()
-    ttft = (first or now) - began
-    generated = int(usage.get("completion_tokens") or pieces)
-    details = usage.get("prompt_tokens_details") or {}
-    prompt = int(usage.get("prompt_tokens") or prompt_tokens)
-    decode_s = now - (first or now)
-    return Stats(
-        prompt_tokens=prompt,
-        cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
-        generated_tokens=generated,
-        ttft_s=ttft,
-        prompt_tps=prompt / ttft if ttft > 0 else 0.0,
-        decode_tps=(generated - 1) / decode_s if decode_s > 0 and generated > 1 else 0.0,
-        total_s=now - began,
-        finish_reason=finish,
-    )
 
 
 def _messages(request: GenerationRequest) -> list[dict[str, str]]:

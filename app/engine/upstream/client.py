@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import httpx
 
-from app.engine.events import EngineError
+from app.engine.upstream.stream import Hangup, Stream, UpstreamError, deadline, delta_text, message
 
 SchemaStyle = Literal["json_schema", "json_object", ""]  # how the upstream takes a schema ("": it does not)
 _PROBE_SCHEMA = {
@@ -26,12 +26,9 @@ _PROBE_SCHEMA = {
     "required": ["q"],
     "additionalProperties": False,
 }
+_PROBE_TEXT = 1024  # characters of a probe's answer read at most (the one it asks for has 15)
 _TOKENIZERS = (("tokenize", "content"), ("tokenize", "prompt"), ("extras/tokenize", "input"))  # llama-server, vLLM,
 # llama-cpp-python's server: (route below the server's root, the field that holds the text)
-
-
-class UpstreamError(EngineError):
-    """The upstream did not answer as asked: down, slow, or an error status (named, without its key)."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +47,20 @@ class UpstreamClient:
     def __init__(self, url: str, *, key: str, timeout_s: float) -> None:
         self.url = url.rstrip("/")
         self.root = self.url.removesuffix("/v1")
+        self._timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)))
+        timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
+        self._http = httpx.Client(headers=headers, timeout=timeout)
+        # each stream on a connection of its own, closed with it: a Hangup sees its socket being made
+        self._streams = httpx.Client(
+            headers={**headers, "Accept-Encoding": "identity"},
+            timeout=timeout,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def close(self) -> None:
         self._http.close()
+        self._streams.close()
 
     def name(self) -> str:
         return f"the upstream at {self.url}"
@@ -90,16 +96,30 @@ class UpstreamClient:
         return found
 
     @contextmanager
-    def stream(self, route: str, body: dict[str, Any]) -> Iterator[Iterator[dict[str, Any]]]:
-        """The chunks of a streamed answer (`data:` lines as JSON), until `[DONE]` or the end."""
+    def stream(self, route: str, body: dict[str, Any], hangup: Hangup | None = None) -> Iterator[Stream]:
+        """A streamed answer's chunks; `hangup` ends the request from another thread, at once."""
+        hangup = hangup or Hangup()
+        url = f"{self.url}/{route}"
         try:
-            with self._http.stream("POST", f"{self.url}/{route}", json=body) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise UpstreamError(f"{self.name()} answered {response.status_code}: {_said(response)}")
-                yield _chunks(response)
+            with self._streams.stream("POST", url, json=body, extensions={"trace": hangup.trace}) as response:
+                try:
+                    yield self._opened(response)
+                finally:
+                    hangup.release()  # before httpx closes the socket
         except httpx.HTTPError as err:
             raise UpstreamError(f"{self.name()} {_failure(err)}") from None
+        finally:
+            hangup.release()
+
+    def _opened(self, response: httpx.Response) -> Stream:
+        """The stream of an answer's response, read as it comes (bytes, never more than a line's bound held)."""
+        if response.status_code >= 400:
+            said = _said(_head(response.iter_raw()), response.reason_phrase)
+            raise UpstreamError(f"{self.name()} answered {response.status_code}: {said}")
+        encoding = response.headers.get("Content-Encoding", "identity")
+        if encoding != "identity":  # unpacked, one piece could be any size
+            raise UpstreamError(f"{self.name()} sent its stream compressed ({encoding}), though asked not to")
+        return Stream(response.iter_raw(), self.name())
 
     # -- probes ------------------------------------------------------------------------------------
 
@@ -128,13 +148,20 @@ class UpstreamClient:
         """A short streamed answer's text, and whether usage came with it (asked for; else asked without)."""
         for with_usage in (True, False):
             asked = {**body, "stream": True, **({"stream_options": {"include_usage": True}} if with_usage else {})}
+            hangup = Hangup()  # a probe is bounded as an answer is: in time and in text
             try:
-                with self.stream("chat/completions", asked) as chunks:
+                with (
+                    deadline(hangup, self._timeout_s, "late"),
+                    self.stream("chat/completions", asked, hangup) as chunks,
+                ):
                     text, usage = "", False
                     for chunk in chunks:
                         usage = usage or isinstance(chunk.get("usage"), dict)
                         text += delta_text(chunk)
-                    return text, usage
+                        if len(text) > _PROBE_TEXT:
+                            break
+                    if hangup.reason is None:
+                        return text, usage
             except UpstreamError:
                 continue
         return "", False
@@ -170,45 +197,12 @@ class UpstreamClient:
         except httpx.HTTPError as err:
             raise UpstreamError(f"{self.name()} {_failure(err)}") from None
         if response.status_code >= 400:
-            raise UpstreamError(f"{self.name()} answered {response.status_code} to {url}: {_said(response)}")
+            said = _said(response.content, response.reason_phrase)
+            raise UpstreamError(f"{self.name()} answered {response.status_code} to {url}: {said}")
         try:
             return response.json()
         except ValueError:
             raise UpstreamError(f"{self.name()} answered {url} with something that is not JSON") from None
-
-
-def delta_text(chunk: dict[str, Any]) -> str:
-    """The text a chat or completion chunk adds."""
-    choices = chunk.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return ""
-    choice = choices[0]
-    delta = choice.get("delta")
-    text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-    return text if isinstance(text, str) else ""
-
-
-def finish_of(chunk: dict[str, Any]) -> str | None:
-    choices = chunk.get("choices") or []
-    reason = choices[0].get("finish_reason") if choices and isinstance(choices[0], dict) else None
-    return reason if isinstance(reason, str) else None
-
-
-def _chunks(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    for line in response.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(chunk, dict):
-            if "error" in chunk:
-                raise UpstreamError(f"the upstream failed the answer: {_message(chunk['error'])}")
-            yield chunk
 
 
 def _context_of(entry: dict[str, Any]) -> int | None:
@@ -233,15 +227,19 @@ def _failure(err: httpx.HTTPError) -> str:
     return f"broke off the answer ({type(err).__name__})"
 
 
-def _said(response: httpx.Response) -> str:
+def _head(pieces: Iterator[bytes], limit: int = 65536) -> bytes:
+    """The start of a body (an error's: what it says is in its first lines), never more than `limit` bytes."""
+    head = b""
+    for piece in pieces:
+        head += piece
+        if len(head) >= limit:
+            break
+    return head[:limit]
+
+
+def _said(body: bytes, reason: str) -> str:
     try:
-        body = response.json()
+        said = json.loads(body)
     except ValueError:
-        return response.text[:200] or response.reason_phrase
-    return _message(body.get("error", body) if isinstance(body, dict) else body)
-
-
-def _message(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error.get("detail") or error)[:300]
-    return str(error)[:300]
+        return body[:200].decode("utf-8", "replace") or reason
+    return message(said.get("error", said) if isinstance(said, dict) else said)
