@@ -33,6 +33,26 @@ def test_non_streaming_chat(api: openai.OpenAI) -> None:
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
 
 
+def test_a_quoting_answer_reports_its_drafts_in_usage_and_metrics(api: openai.OpenAI, appliance: Appliance) -> None:
+    """Speculative decoding (docs/design.md): the drafted tokens the model kept are reported as OpenAI's
+    accepted prediction tokens (as vLLM reports its own), with Quartet's steps, and counted in /metrics."""
+    before = metric(appliance, "quartet_engine_accepted_tokens_total")
+    passage = "The cards throttle at 85 degrees Celsius and shut down at 95 degrees Celsius, whatever the load."
+    reply = api.chat.completions.create(
+        model="gemma-3-270m-demo",
+        messages=[{"role": "user", "content": f"Repeat this passage exactly, word for word:\n\n{passage}"}],
+        max_tokens=40,
+        temperature=0,
+    )
+    usage = reply.usage
+    assert usage is not None and usage.completion_tokens_details is not None
+    accepted = usage.completion_tokens_details.accepted_prediction_tokens or 0
+    extras = (usage.model_extra or {})["quartet"]
+    assert accepted == extras["accepted_tokens"] > 0, usage
+    assert extras["steps"] < usage.completion_tokens  # several tokens in some steps
+    assert metric(appliance, "quartet_engine_accepted_tokens_total") >= before + accepted
+
+
 def test_streaming_chat_arrives_in_pieces(api: openai.OpenAI) -> None:
     stream = api.chat.completions.create(
         model="gemma-3-270m-demo",

@@ -1,10 +1,12 @@
 """What the Documents tab shows, and its Stop marks, without a browser: a file's indexing named phase by
-phase, its page count kept while it is embedded, and a Stop pressed before the answer started still counts."""
+phase, its page count kept while it is embedded, and a Stop pressed before the answer started still counts; and
+an answer's stats line."""
 
 from __future__ import annotations
 
 from app.knowledge.ingest import FileProgress, IngestProgress
 from app.knowledge.store import DocumentInfo
+from app.ui.display import stats_line
 from app.ui.documents_view import progress_line, table
 from app.ui.stops import Stops
 
@@ -111,3 +113,10 @@ def test_an_earlier_regenerated_answer_says_its_version_in_its_bubble() -> None:
     shown = display.bubbles(history, versions={3: (2, 2), 6: (2, 3)})
     assert shown[1]["content"].endswith('<div class="q-answer-note">answer 2 of 2</div>')
     assert "answer 2 of 3" not in shown[3]["content"]  # the last answer has ‹ › under the chat instead
+
+
+def test_an_answer_that_took_several_tokens_a_step_says_how_many() -> None:
+    plain = {"generated_tokens": 30, "ttft_s": 0.3, "decode_tps": 12.0, "finish_reason": "stop", "steps": 30}
+    assert stats_line(plain) == "30 tokens · first token 0.30 s · 12.0 tok/s"
+    quoted = {**plain, "drafted_tokens": 24, "accepted_tokens": 18, "steps": 12}
+    assert stats_line(quoted) == "30 tokens · first token 0.30 s · 12.0 tok/s · 2.5 tokens a step"

@@ -180,5 +180,11 @@ def usage(done: Done) -> dict[str, Any]:
         "prompt_tokens": s.prompt_tokens,
         "completion_tokens": s.generated_tokens,
         "total_tokens": s.prompt_tokens + s.generated_tokens,
-        "prompt_tokens_details": {"cached_tokens": s.cached_tokens},
-    }  # KV a slot already held
+        "prompt_tokens_details": {"cached_tokens": s.cached_tokens},  # KV a slot already held
+        # OpenAI's field for predicted outputs, as vLLM fills it for its speculative decoding; `quartet` extras
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": s.accepted_tokens,
+            "rejected_prediction_tokens": s.drafted_tokens - s.accepted_tokens,
+        },
+        "quartet": {"drafted_tokens": s.drafted_tokens, "accepted_tokens": s.accepted_tokens, "steps": s.steps},
+    }

@@ -171,6 +171,7 @@ def _usage(done: Done) -> dict[str, Any]:
         "input_tokens_details": {"cached_tokens": s.cached_tokens},
         "output_tokens": s.generated_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
+        "quartet": {"drafted_tokens": s.drafted_tokens, "accepted_tokens": s.accepted_tokens, "steps": s.steps},
         "total_tokens": s.prompt_tokens + s.generated_tokens,
     }
 

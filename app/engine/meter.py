@@ -37,11 +37,13 @@ class RateMeter:
 
 
 class Counters:
-    """Monotonic totals for /metrics: requests, tokens generated, prompt tokens, errors, cancellations."""
+    """Monotonic totals for /metrics: requests, tokens generated, prompt tokens, errors, cancellations, and the
+    speculative decoding of ended answers (tokens drafted, drafted tokens kept, steps that gave tokens)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values = {"requests": 0, "tokens": 0, "prompt_tokens": 0, "errors": 0, "cancelled": 0}
+        self._values |= {"drafted_tokens": 0, "accepted_tokens": 0, "decode_steps": 0}
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:

@@ -81,6 +81,9 @@ class Tally:
         elif isinstance(event, Done):
             self.last_stats = event.stats
             self.counters.add("prompt_tokens", event.stats.prompt_tokens)
+            self.counters.add("drafted_tokens", event.stats.drafted_tokens)
+            self.counters.add("accepted_tokens", event.stats.accepted_tokens)
+            self.counters.add("decode_steps", event.stats.steps)
             if event.stats.finish_reason == "cancelled":
                 self.counters.add("cancelled")
         elif isinstance(event, Failed):

@@ -40,6 +40,17 @@ _COUNTERS = [
     ("engine_requests", "Answers started since the app started.", "requests"),
     ("engine_errors", "Answers that failed since the app started.", "errors"),
     ("engine_cancelled", "Answers stopped before their end.", "cancelled"),
+    (
+        "engine_drafted_tokens",
+        "Tokens speculative decoding drafted from an answer's context and checked.",
+        "drafted_tokens",
+    ),
+    ("engine_accepted_tokens", "Drafted tokens the model kept (each saved a step).", "accepted_tokens"),
+    (
+        "engine_decode_steps",
+        "Engine steps that gave ended answers tokens (tokens generated ÷ steps: per step).",
+        "decode_steps",
+    ),
 ]
 _CACHE_COUNTERS: list[tuple[str, str, Callable[[ApplianceStatus], float]]] = [
     (

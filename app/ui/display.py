@@ -22,6 +22,9 @@ def stats_line(stats: dict[str, Any]) -> str:
         parts.append(f"first token {stats['ttft_s']:.2f} s")
     if stats.get("decode_tps"):
         parts.append(f"{stats['decode_tps']:.1f} tok/s")
+    steps, tokens = stats.get("steps") or 0, stats.get("generated_tokens") or 0
+    if stats.get("accepted_tokens") and steps and tokens > steps:  # speculative decoding took several a step
+        parts.append(f"{tokens / steps:.1f} tokens a step")
     if stats.get("finish_reason") == "cancelled":
         parts.append("stopped")
     elif stats.get("finish_reason") == "length":
