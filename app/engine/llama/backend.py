@@ -65,8 +65,8 @@ class InProcessBackend:
 
         intake = Intake(self._inbox.get, prepare=self._engine.prepare, count=count).start()
 
-        def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
-            if job_id is not None and event is not None:
+        def emit(events: list[tuple[int, Event | CacheUse]]) -> None:
+            for job_id, event in events:
                 self._sinks.deliver(job_id, event)
 
         self._engine.serve(intake.next, emit)
@@ -180,8 +180,9 @@ class WorkerBackend:
                     call = self._calls.get(said.call)
                 if call is not None:
                     call.answer(said.counts)
-            elif isinstance(said, Emitted) and said.job_id is not None and said.event is not None:
-                self._sinks.deliver(said.job_id, said.event)  # (None, None): a step finished, the worker lives
+            elif isinstance(said, Emitted):  # no events: a step finished, the worker lives
+                for job_id, event in said.events:
+                    self._sinks.deliver(job_id, event)
 
     def _fail(self, err: WorkerLost) -> None:
         self._lost = err
@@ -266,8 +267,8 @@ def _worker_main(conn: Connection, config: Any) -> None:
 
     intake = Intake(conn.recv, prepare=engine.prepare, count=count).start()
 
-    def emit(job_id: int | None, event: Event | CacheUse | None) -> None:
-        send(Emitted(job_id, event))
+    def emit(events: list[tuple[int, Event | CacheUse]]) -> None:
+        send(Emitted(events))
 
     with contextlib.suppress(BrokenPipeError, EOFError, OSError):  # the app went away
         engine.serve(intake.next, emit)

@@ -14,15 +14,16 @@ from app.engine.llama.messages import Cancel, Close
 from app.engine.meter import CacheUse
 
 Inbox = Callable[[bool], StepMessage | None]  # block? → the next message, or None when none waits
-Emit = Callable[[int | None, Event | CacheUse | None], None]  # (job id, event); (None, None) = still alive
+Emit = Callable[[list[tuple[int, Event | CacheUse]]], None]  # a step's events by job id; [] = still alive
 
 
 def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[[], bool]) -> None:
     """Take messages (requests read by the intake, Cancel, Close) and run steps until closed.
 
     Between steps every waiting message is taken, so a newcomer joins at the next step and a cancel
-    takes effect there. While answers run, something is emitted at least every HEARTBEAT_S so that the
-    supervisor can tell a slow step from a hung card."""
+    takes effect there. A step's events go out together (one message through the worker's pipe a step, not
+    one a token: several answers, and several tokens each with drafts). While answers run, something is
+    emitted at least every HEARTBEAT_S so that the supervisor can tell a slow step from a hung card."""
     last = time.monotonic()
     while True:
         message = inbox(not batcher.busy())
@@ -30,15 +31,16 @@ def serve(batcher: Batcher, inbox: Inbox, emit: Emit, *, check_picked: Callable[
             if isinstance(message, Close):
                 return
             if isinstance(message, Ready):
-                emit(message.job_id, _started(batcher, message, check_picked=check_picked()))
+                emit([(message.job_id, _started(batcher, message, check_picked=check_picked()))])
             elif isinstance(message, Cancel):
                 batcher.cancel(message.job_id)
             message = inbox(False)
-        for job_id, event in batcher.step():
-            emit(job_id, event)
+        events = batcher.step()
+        if events:
+            emit(list(events))
             last = time.monotonic()
         if time.monotonic() - last >= HEARTBEAT_S:
-            emit(None, None)
+            emit([])
             last = time.monotonic()
 
 

@@ -61,10 +61,9 @@ class Counted:
 
 @dataclass(frozen=True)
 class Emitted:
-    """One answer's event (`job_id` None and `event` None: a step ended, the worker lives)."""
+    """A step's events, each with its answer's job id (none: a step ended, the worker lives)."""
 
-    job_id: int | None
-    event: Event | CacheUse | None
+    events: list[tuple[int, Event | CacheUse]]
 
 
 FromWorker = Loaded | LoadFailed | Counted | Emitted
