@@ -57,9 +57,11 @@ def stream(
     *,
     max_tokens: int,
     leave_after: int = 0,
+    leave_when: threading.Event | None = None,
 ) -> None:
     """One streaming client (a prompt, or a whole conversation); with `leave_after`, it closes the connection
-    after that many pieces. `run.started` is when it asked, `run.cached` the prompt tokens a slot held."""
+    after that many pieces, with `leave_when` at the first piece after it is set. `run.started` is when it
+    asked, `run.cached` the prompt tokens a slot held."""
     messages: list[ChatCompletionMessageParam] = (
         [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
     )
@@ -84,7 +86,7 @@ def stream(
                     run.pieces.append(now)
                     run.text += choice.delta.content
                 run.finish = choice.finish_reason or run.finish
-            if leave_after and len(run.pieces) >= leave_after:
+            if (leave_after and len(run.pieces) >= leave_after) or (leave_when is not None and leave_when.is_set()):
                 response.close()
                 break
     except openai.APIError as err:
@@ -265,10 +267,12 @@ def test_the_host_kv_cache_counts_nothing_once_the_engine_is_rebuilt(appliance: 
 
 def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(appliance: Appliance) -> None:
     streaming = [Run() for _ in range(3)]
+    read = threading.Event()  # the newcomer has its answer: the three leave at their next piece
     threads = [
-        # 112 tokens outlast the ~20 pieces, the calm 1.5 s (<= 30 steps) and the read (one token a step, ~24
-        # steps of 128 prompt tokens): each stream still streams after the newcomer's first token (checked below)
-        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 112})
+        # 3,000 tokens outlast the ~20 pieces, the calm 1.5 s and the read (~24 steps of 128 prompt tokens), also
+        # where speculative decoding gives a looping answer 5 tokens a step: each stream still streams after the
+        # newcomer's first token (checked below), then leaves
+        threading.Thread(target=stream, args=(appliance, p, r), kwargs={"max_tokens": 3000, "leave_when": read})
         for p, r in zip(PROMPTS[:3], streaming, strict=True)
     ]
     for thread in threads:
@@ -281,10 +285,11 @@ def test_a_3000_token_prompt_arriving_does_not_freeze_three_streaming_answers(ap
     reader = threading.Thread(target=stream, args=(appliance, long_prompt, newcomer), kwargs={"max_tokens": 4})
     reader.start()
     reader.join(timeout=300)
+    read.set()
     for thread in threads:
         thread.join(timeout=300)
     assert newcomer.error is None and 2700 <= newcomer.prompt_tokens <= 3600, newcomer
-    assert all(r.error is None and r.finish == "length" for r in streaming), streaming
+    assert all(r.error is None for r in streaming), streaming
     assert newcomer.first_at is not None
     assert all(r.pieces[-1] > newcomer.first_at for r in streaming), "a stream ended before the prompt was read"
     calm = max(r.largest_gap(calm_from, newcomer.started) for r in streaming)
