@@ -147,7 +147,9 @@ def test_the_kv_cache_counted_is_what_llama_allocated_on_each_card() -> None:
     assert len(allocated) == 4
     cards = tuple(sorted(allocated))
     _, need = catalog.needs(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=cards, parallel=4, n_ctx=2048))
-    assert [n.kv for n in need] == [allocated[card] for card in cards]  # 12.5, 18, 18 and 13 MiB (full size: 40, 40, 40, 24)
+    assert [n.kv for n in need] == [
+        allocated[card] for card in cards
+    ]  # 12.5, 18, 18 and 13 MiB (full size: 40, 40, 40, 24)
 
 
 def test_a_gguf_entry_on_a_box_with_no_cards_is_refused_naming_the_missing_cards(tmp_path: Path) -> None:
