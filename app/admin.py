@@ -3,6 +3,7 @@ engine settings — every action checked here on the server and written to the a
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import sqlite_utils
 from app import backup, logs, page_settings
 from app.admin_input import SETTINGS, checked_settings, valid_endpoints
 from app.admin_sessions import AdminDenied, AdminSessions
-from app.database import Database, now
+from app.database import Database, DiskFull, now
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
@@ -32,6 +33,7 @@ from app.telemetry.views import LoadRow
 
 APP_ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["AdminDenied", "AdminService"]
+log = logging.getLogger(__name__)
 
 
 MIGRATIONS = sqlite_utils.Migrations("admin")
@@ -287,8 +289,14 @@ class AdminService:
         return logs.recent(self.settings.data_dir, limit)
 
     def record(self, who: str, action: str, detail: str, *, ok: bool = True) -> None:
-        with self._database.atomic() as db:
-            db.table("admin_log").insert({"at": now(), "who": who, "action": action, "detail": detail, "ok": int(ok)})
+        """A row of the admin log. On a full data disk the row goes to the app's log instead: what it records
+        is done (a login, the very one that must be let in to make room), and a row cannot undo it."""
+        row = {"at": now(), "who": who, "action": action, "detail": detail, "ok": int(ok)}
+        try:
+            with self._database.atomic() as db:
+                db.table("admin_log").insert(row)
+        except DiskFull as err:
+            log.error("admin log: this row could not be written (%s): %s", err.message, row)
 
     def log(self, token: str | None, limit: int = 50) -> list[dict[str, Any]]:
         """Admin only: the latest entries of the admin log, newest first."""
