@@ -238,7 +238,7 @@ def test_a_1_mb_tool_schema_is_refused_at_once_and_health_answers_meanwhile(appl
         slow, took = refused_fast(lambda: post(appliance, "/v1/chat/completions", tool_body(anyof_tree(50, 2, typo))))
     assert slow.status_code == 400 and "not a valid JSON Schema" in slow.json()["error"]["message"], slow.text[:300]
     print(f"meta-validation refused in {took:.2f} s; /health took at most {max(health.took):.3f} s")
-    assert len(health.took) >= 3 and max(health.took) < 0.5, health.took
+    assert len(health.took) >= 3 and max(health.took) < 1.0, health.took  # 0.30 s measured here, busy
 
 
 # -- the door of /v1: the key and the body's size before the body is read ------------------------------------
