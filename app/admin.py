@@ -4,8 +4,6 @@ engine settings — every action checked here on the server and written to the a
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +15,7 @@ from app import backup, logs, page_settings
 from app.admin_input import SETTINGS, checked_settings, valid_endpoints
 from app.admin_sessions import AdminDenied, AdminSessions
 from app.database import Database, DiskFull, now
+from app.downloads import Downloads, Offer
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
@@ -53,8 +52,9 @@ class AdminService:
         telemetry: Telemetry,
         settings: Settings,
         people: PeopleStore,
+        downloads: Downloads,
     ) -> None:
-        self._database = database
+        self._database, self._downloads = database, downloads
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
         self.sessions = AdminSessions(people, lambda: settings.web.admin_password_hash, self.record)
         self._jobs = Jobs()
@@ -263,14 +263,15 @@ class AdminService:
         self.record(who, action, f"{info.name} loaded in {info.load_s:.1f} s")
         return info
 
-    def backup(self, token: str | None, *, who: str) -> Path:
-        """Admin only: a fresh backup archive to download (the last few are kept in a temporary folder)."""
-        who = self.sessions.named(token, who)  # the admin's name, for the log
-        folder = Path(tempfile.gettempdir()) / f"quartet-downloads-{os.getpid()}"
-        made = backup.take(self.settings.places, folder)
-        backup.prune(folder, 3)
-        self.record(who, "backup", f"downloaded {made.name} ({made.stat().st_size} bytes)")
-        return made
+    def backup(self, token: str | None, *, who: str) -> Offer:
+        """Admin only: a fresh backup archive, offered once to this admin session (app/downloads.py): its
+        `/admin/downloads/<key>` fetches it with the session's upload ticket cookie or its token in the
+        X-Quartet-Admin header."""
+        who = self.sessions.named(token, who)  # the admin's name, for the log (AdminDenied: no session)
+        made = backup.take(self.settings.places, self._downloads.folder())
+        offer = self._downloads.offer(made, name=made.name, media_type="application/gzip", admin_session=token or "")
+        self.record(who, "backup", f"offered {offer.name} ({offer.size} bytes) for download, once")
+        return offer
 
     def restore(self, token: str | None, archive: Path, *, who: str) -> str:
         """Admin only: check an uploaded backup whole and stage it for the next start; nothing changes now."""

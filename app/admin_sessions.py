@@ -122,6 +122,15 @@ class AdminSessions:
                 del self._sessions[token]
         return len(ended)
 
+    def holds(self, token: str, secret: str) -> bool:
+        """Whether `secret` is the live admin session `token`'s own token or upload ticket (what a download
+        bound to that session needs: app/api/download_routes.py)."""
+        try:
+            session = self.check(token)
+        except AdminDenied:
+            return False
+        return secrets.compare_digest(secret, token) or secrets.compare_digest(secret, session.ticket)
+
     def may_upload(self, secret: str) -> bool:
         """Whether `secret` is a live session's upload ticket or token (what a restore upload needs)."""
         now = time.monotonic()

@@ -16,6 +16,7 @@ from app.api.errors import body, status
 from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.database import Database, DiskFull
+from app.downloads import Downloads
 from app.ui.errors import for_person
 from tests.test_jobs import _admin
 
@@ -64,7 +65,9 @@ def test_the_admin_logs_in_on_a_full_disk_and_the_app_log_says_what_was_not_writ
 
 def test_chat_on_a_full_disk_says_the_data_disk_is_full(tmp_path: Path) -> None:
     database = Database(tmp_path / "q.db")
-    chat = ChatService(ChatStore(database), None, max_tokens=8, temperature=0, system_prompt="")  # type: ignore[arg-type]
+    downloads = Downloads(tmp_path / "downloads")
+    engine = None  # nothing reaches the engine: the question cannot be saved
+    chat = ChatService(ChatStore(database), engine, max_tokens=8, temperature=0, system_prompt="", downloads=downloads)  # type: ignore[arg-type]
     cid = chat.open(None, owner="browser:a")
 
     def message(size: int) -> None:
