@@ -23,6 +23,7 @@ from app.chat.service import ChatService
 from app.chat.store import ChatStore
 from app.context import AppContext
 from app.database import Database
+from app.downloads import Downloads
 from app.engine.kinds import backend_kind
 from app.engine.service import EngineService
 from app.extraction.extractor import Extractor
@@ -54,6 +55,7 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
     config = settings.engine
     engine = EngineService(config, kinds=backend_kind)
     conversations = ChatStore(database)
+    downloads = Downloads(settings.data_dir / "downloads")  # private: a backup's or an export's file, fetched once
     conversations.mark_interrupted()  # answers cut by the last stop keep their text, marked as such
     chat = ChatService(
         conversations,
@@ -61,6 +63,7 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
         max_tokens=config.max_tokens,
         temperature=config.temperature,
         system_prompt=settings.web.system_prompt,
+        downloads=downloads,
     )
     watch = settings.telemetry
     cards = CardMonitor(
@@ -76,7 +79,9 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
     cards.listeners.append(telemetry.record)
     engine.hold_when(telemetry.thermal_hold)
     made = PeopleStore(database)  # the people and API keys made on the admin page
-    admin = AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings, people=made)
+    admin = AdminService(
+        database=database, engine=engine, telemetry=telemetry, settings=settings, people=made, downloads=downloads
+    )
     people = PeopleAdmin(people=made, sessions=admin.sessions, settings=settings, record=admin.record)
     if restored:  # the restored admin log says so (its own record of the restore was made after the backup)
         admin.record("app start", "restore", restored)
@@ -110,6 +115,7 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
             temperature=kb.temperature,
         ),
         browser_secret=browser_secret(settings.data_dir),
+        downloads=downloads,
         embed=_embed_with(embedder),
         backups=_schedule(settings),
     )

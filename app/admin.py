@@ -3,8 +3,7 @@ engine settings — every action checked here on the server and written to the a
 
 from __future__ import annotations
 
-import os
-import tempfile
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,8 @@ import sqlite_utils
 from app import backup, logs, page_settings
 from app.admin_input import SETTINGS, checked_settings, valid_endpoints
 from app.admin_sessions import AdminDenied, AdminSessions
-from app.database import Database, now
+from app.database import Database, DiskFull, now
+from app.downloads import Downloads, Offer
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
@@ -32,6 +32,7 @@ from app.telemetry.views import LoadRow
 
 APP_ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["AdminDenied", "AdminService"]
+log = logging.getLogger(__name__)
 
 
 MIGRATIONS = sqlite_utils.Migrations("admin")
@@ -51,8 +52,9 @@ class AdminService:
         telemetry: Telemetry,
         settings: Settings,
         people: PeopleStore,
+        downloads: Downloads,
     ) -> None:
-        self._database = database
+        self._database, self._downloads = database, downloads
         self.engine, self.telemetry, self.settings = engine, telemetry, settings
         self.sessions = AdminSessions(people, lambda: settings.web.admin_password_hash, self.record)
         self._jobs = Jobs()
@@ -261,14 +263,15 @@ class AdminService:
         self.record(who, action, f"{info.name} loaded in {info.load_s:.1f} s")
         return info
 
-    def backup(self, token: str | None, *, who: str) -> Path:
-        """Admin only: a fresh backup archive to download (the last few are kept in a temporary folder)."""
-        who = self.sessions.named(token, who)  # the admin's name, for the log
-        folder = Path(tempfile.gettempdir()) / f"quartet-downloads-{os.getpid()}"
-        made = backup.take(self.settings.places, folder)
-        backup.prune(folder, 3)
-        self.record(who, "backup", f"downloaded {made.name} ({made.stat().st_size} bytes)")
-        return made
+    def backup(self, token: str | None, *, who: str) -> Offer:
+        """Admin only: a fresh backup archive, offered once to this admin session (app/downloads.py): its
+        `/admin/downloads/<key>` fetches it with the session's upload ticket cookie or its token in the
+        X-Quartet-Admin header."""
+        who = self.sessions.named(token, who)  # the admin's name, for the log (AdminDenied: no session)
+        made = backup.take(self.settings.places, self._downloads.folder())
+        offer = self._downloads.offer(made, name=made.name, media_type="application/gzip", admin_session=token or "")
+        self.record(who, "backup", f"offered {offer.name} ({offer.size} bytes) for download, once")
+        return offer
 
     def restore(self, token: str | None, archive: Path, *, who: str) -> str:
         """Admin only: check an uploaded backup whole and stage it for the next start; nothing changes now."""
@@ -287,8 +290,14 @@ class AdminService:
         return logs.recent(self.settings.data_dir, limit)
 
     def record(self, who: str, action: str, detail: str, *, ok: bool = True) -> None:
-        with self._database.atomic() as db:
-            db.table("admin_log").insert({"at": now(), "who": who, "action": action, "detail": detail, "ok": int(ok)})
+        """A row of the admin log. On a full data disk the row goes to the app's log instead: what it records
+        is done (a login, the very one that must be let in to make room), and a row cannot undo it."""
+        row = {"at": now(), "who": who, "action": action, "detail": detail, "ok": int(ok)}
+        try:
+            with self._database.atomic() as db:
+                db.table("admin_log").insert(row)
+        except DiskFull as err:
+            log.error("admin log: this row could not be written (%s): %s", err.message, row)
 
     def log(self, token: str | None, limit: int = 50) -> list[dict[str, Any]]:
         """Admin only: the latest entries of the admin log, newest first."""

@@ -58,12 +58,13 @@ class AdminSessions:
         key = f"{name}/{client}"
         wait_s = self._throttle.wait_s(key)
         if wait_s > 0:  # not checked, so not logged: one row per password checked, not per try
-            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
+            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s} s")
         right = isinstance(password, str) and verify_password(password, stored or self._dummy) and stored is not None
         if not right:
             delay = self._throttle.failed(key)
             said = f"{name!r}: wrong name or password" if name else "wrong password"
-            self._record(who, "login", f"refused: {said} (next try in {delay:.0f} s)", ok=False)
+            later = f" (next try in {delay:.0f} s)" if delay >= 1 else ""
+            self._record(who, "login", f"refused: {said}{later}", ok=False)
             raise AdminDenied(
                 ("wrong name or password" if name else "wrong admin password")
                 + (f"; try again in {delay:.0f} s" if delay >= 1 else "")
@@ -87,7 +88,7 @@ class AdminSessions:
         key = f"{name}/{client}"
         wait_s = self._throttle.wait_s(key)
         if wait_s > 0:
-            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s:.0f} s")
+            raise AdminDenied(f"too many wrong passwords from here: try again in {wait_s} s")
         stored = self.people.password_hash(name) if isinstance(name, str) else None
         found = self.people.person(name) if stored else None
         right = isinstance(password, str) and verify_password(password, stored or self._dummy) and stored is not None
@@ -120,6 +121,15 @@ class AdminSessions:
             for token in ended:
                 del self._sessions[token]
         return len(ended)
+
+    def holds(self, token: str, secret: str) -> bool:
+        """Whether `secret` is the live admin session `token`'s own token or upload ticket (what a download
+        bound to that session needs: app/api/download_routes.py)."""
+        try:
+            session = self.check(token)
+        except AdminDenied:
+            return False
+        return secrets.compare_digest(secret, token) or secrets.compare_digest(secret, session.ticket)
 
     def may_upload(self, secret: str) -> bool:
         """Whether `secret` is a live session's upload ticket or token (what a restore upload needs)."""

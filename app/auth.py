@@ -9,11 +9,13 @@ from __future__ import annotations
 import getpass
 import hashlib
 import hmac
+import math
 import secrets
 import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 _ITERATIONS = 240_000
 
@@ -41,22 +43,31 @@ class LoginThrottle:
     seconds (at most `longest_s`). A right password clears it. It remembers at most `clients` clients,
     forgetting the least recent."""
 
-    def __init__(self, *, longest_s: float = 300.0, clients: int = 10_000, free: int = 0) -> None:
-        self.longest_s, self.clients, self.free = longest_s, clients, free
+    def __init__(
+        self,
+        *,
+        longest_s: float = 300.0,
+        clients: int = 10_000,
+        free: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.longest_s, self.clients, self.free, self._clock = longest_s, clients, free, clock
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # who → (wrong in a row, not before)
         self._lock = threading.Lock()
 
-    def wait_s(self, who: str) -> float:
+    def wait_s(self, who: str) -> int:
+        """The whole seconds this client still waits, rounded up (0: it may try now): a refusal never says
+        "try again in 0 s" while it still refuses."""
         with self._lock:
             _, not_before = self._failures.get(who, (0, 0.0))
-        return max(0.0, not_before - time.monotonic())
+        return max(0, math.ceil(not_before - self._clock()))
 
     def failed(self, who: str) -> float:
         """Note a wrong password; the seconds this client now waits."""
         with self._lock:
             count = self._failures.pop(who, (0, 0.0))[0] + 1
             delay = 0.0 if count <= self.free else min(self.longest_s, 2.0 ** (count - 1 - self.free))
-            self._failures[who] = (count, time.monotonic() + delay)
+            self._failures[who] = (count, self._clock() + delay)
             while len(self._failures) > self.clients:
                 self._failures.popitem(last=False)
         return delay

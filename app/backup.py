@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import shutil
 import sqlite3
 import tarfile
@@ -82,8 +83,9 @@ def _sha256(path: Path) -> str:
 
 
 def take(places: Places, folder: Path) -> Path:
-    """Write one archive into `folder`; its path."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write one archive into `folder` (made 0700 if it is not there); its path. The archive is 0600 from its
+    first byte: it holds every password hash, key digest and conversation."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="quartet-backup-") as tmp:
         copy = Path(tmp) / "quartet.db"
         source = sqlite3.connect(f"file:{places.db_path}?mode=ro", uri=True, timeout=10)
@@ -108,7 +110,8 @@ def take(places: Places, folder: Path) -> Path:
         }
         out = folder / _NAME.format(stamp=stamp())
         partial = out.with_suffix(".partial")
-        with tarfile.open(partial, "w:gz") as tar:
+        private = os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+        with private, tarfile.open(fileobj=private, mode="w:gz") as tar:
             data = json.dumps(manifest, indent=1).encode()
             info = tarfile.TarInfo("manifest.json")
             info.size, info.mtime = len(data), int(datetime.now(UTC).timestamp())

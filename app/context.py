@@ -11,6 +11,7 @@ from app.api.gate import Keys
 from app.backup import Schedule
 from app.chat.service import ChatService
 from app.database import Database
+from app.downloads import Downloads
 from app.engine.service import EngineService
 from app.extraction.service import ExtractionService
 from app.knowledge.answer import Answerer
@@ -40,6 +41,7 @@ class AppContext:
     summariser: Summariser
     extraction: ExtractionService
     browser_secret: str  # seals each browser's stored id, the same across restarts (app/browser_secret.py)
+    downloads: Downloads  # files handed out once: backups to their admin session, chat exports (app/downloads.py)
     # texts → (vectors, tokens counted); the knowledge base's embedder once it is configured
     embed: Callable[[list[str]], tuple[list[list[float]], int]] | None = None
     backups: Schedule | None = None  # scheduled backups, when `[backup] dir` is set
@@ -53,6 +55,7 @@ class AppContext:
         """Start the background services in order; leaving `stack` stops them last first and then closes
         the database (every reader and the writer, so SQLite checkpoints its WAL into the file)."""
         stack.callback(self.database.close)  # registered first, so it runs after every service has stopped
+        stack.callback(self.downloads.close)  # what nobody fetched is removed with the app
         start_all(stack, self.background())
         # Leaving, first of all: the extraction run at hand hears that the app is closing, then the engine
         # stops, so a run that waits for the engine (a count, its place in line) ends at once instead of

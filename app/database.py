@@ -27,8 +27,22 @@ from pathlib import Path
 
 import sqlite_utils
 
+from app.errors import QuartetError
+
 _BUSY_TIMEOUT_MS = 10_000
 _OLD_MIGRATIONS = "_migrations"  # (scope, name, applied_at): what recorded migrations until sqlite-utils did
+
+
+class DiskFull(QuartetError, OSError):
+    """A write refused because the data folder's disk has no room left (SQLite's SQLITE_FULL); nothing of
+    it was written (its transaction is rolled back), and what was stored before is intact."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(
+            f"the data disk is full: {folder} has no room for what had to be saved, so it was not saved. Free "
+            "space on that disk (remove old backups or large documents, or move the data folder) and try again",
+            kind="disk_full",
+        )
 
 
 class Database:
@@ -101,18 +115,29 @@ class Database:
                 return
             self._writer_thread = threading.get_ident()
             try:
-                self._writer.conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._writer
-                except BaseException:
-                    self._writer.conn.rollback()
-                    raise
-                self._writer.conn.commit()
+                with self._named_full():
+                    self._writer.conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield self._writer
+                        self._writer.conn.commit()  # a commit that fails (a full disk) is rolled back too
+                    except BaseException:
+                        self._writer.conn.rollback()
+                        raise
                 for then in self._after_commit:
                     then()
             finally:
                 self._after_commit.clear()
                 self._writer_thread = None
+
+    @contextmanager
+    def _named_full(self) -> Iterator[None]:
+        """SQLite's "database or disk is full" (SQLITE_FULL) as `DiskFull`, which names the folder."""
+        try:
+            yield
+        except sqlite3.OperationalError as err:
+            if getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise DiskFull(self.path.parent) from err
+            raise
 
     def after_commit(self, then: Callable[[], None]) -> None:
         """Inside `atomic()`: run `then` once the outermost transaction has committed (not at all if it

@@ -31,6 +31,8 @@ Kind = Literal[
     "timeout",  # an answer or a file took longer than allowed
     "cancelled",  # stopped before it ended
     "engine",  # the engine is not available (loading, recovering, failed)
+    # the data folder's disk has no room for what must be written (SQLite: SQLITE_FULL)
+    "disk_full",
     # none of the above: a fault of ours, worded by the translation with a pointer to the log
     "internal",
 ]

@@ -52,13 +52,7 @@ class AdminUploads:
         await self.app(scope, self._counted(receive), send)
 
     def _admin(self, headers: Headers) -> bool:
-        cookie = SimpleCookie()
-        try:
-            cookie.load(headers.get("cookie", ""))
-        except Exception:  # a malformed cookie header is no ticket
-            return False
-        given = [headers.get(ADMIN_HEADER, ""), cookie[UPLOAD_COOKIE].value if UPLOAD_COOKIE in cookie else ""]
-        return any(secret and self.may_upload(secret) for secret in given)
+        return any(self.may_upload(secret) for secret in admin_secrets(headers))
 
     def _counted(self, receive: Receive) -> Receive:
         """A receive that ends the request (a disconnect) once the body passes the limit."""
@@ -74,6 +68,18 @@ class AdminUploads:
             return message
 
         return counted
+
+
+def admin_secrets(headers: Headers) -> list[str]:
+    """What a request shows of an admin session: the `X-Quartet-Admin` header (its token) and the admin page's
+    upload ticket cookie, those it carries."""
+    cookie = SimpleCookie()
+    try:
+        cookie.load(headers.get("cookie", ""))
+    except Exception:  # a malformed cookie header is no ticket
+        cookie = SimpleCookie()
+    given = [headers.get(ADMIN_HEADER, ""), cookie[UPLOAD_COOKIE].value if UPLOAD_COOKIE in cookie else ""]
+    return [secret for secret in given if secret]
 
 
 async def _refuse(limit: int, scope: Scope, receive: Receive, send: Send) -> None:

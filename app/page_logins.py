@@ -56,7 +56,7 @@ class PageLogins:
         who = f"{name}@{_ADDRESS.get()}"
         wait_s = self.throttle.wait_s(who)
         if wait_s > 0:
-            raise fastapi.HTTPException(429, f"too many wrong passwords for {name!r}: try again in {wait_s:.0f} s")
+            raise fastapi.HTTPException(429, f"too many wrong passwords for {name!r}: try again in {wait_s} s")
         stored = await asyncio.to_thread(self.made, name) or self.users.get(name)
         right = await asyncio.to_thread(verify_password, password, stored or self._dummy)
         if right and stored is not None:

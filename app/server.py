@@ -16,7 +16,7 @@ from gradio.exceptions import InvalidPathError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import errors, password_routes
+from app.api import download_routes, errors, password_routes
 from app.api.gate import ApiGate
 from app.api.openai_routes import build_router, require_key
 from app.context import AppContext
@@ -95,6 +95,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     logins = PageLogins(settings.web.users, made=made, must_change=must_change) if on else None
     ctx.people.logins_on = on
     password_routes.add(api, ctx.people)
+    download_routes.add(api, ctx.downloads, holds=ctx.admin.sessions.holds)  # before the pages take "/"
     if logins:
         ctx.people.on_end.append(logins.end)
     mount = functools.partial(_mount, api, ctx, logins=logins)

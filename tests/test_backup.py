@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
+import stat
 import tarfile
+import tempfile
 from pathlib import Path
 
+import httpx
 import pytest
 from gradio_client import handle_file
 from gradio_client.exceptions import AppError
@@ -45,6 +49,51 @@ def chats(db: Path) -> dict[str, int]:
     return dict(rows)
 
 
+def fetched(appliance: Appliance, token: str, path: str, into: Path) -> Path:
+    """The backup offered at `path` (what `/backup` returns), fetched once with the admin session's token."""
+    response = httpx.get(appliance.url + path, headers={"X-Quartet-Admin": token}, timeout=60)
+    assert response.status_code == 200, response.text[:300]
+    name = response.headers["content-disposition"].rsplit("''", 1)[1]
+    (archive := into / name).write_bytes(response.content)
+    return archive
+
+
+def test_a_backup_goes_once_to_the_admin_session_that_took_it_and_never_through_gradio(
+    admin: tuple[Client, str], appliance: Appliance, tmp_path: Path
+) -> None:
+    """Issue 47, item 5: a backup was 0644 in /tmp under a predictable name, copied into Gradio's file cache,
+    and a plain user fetched it by its /gradio_api/file= URL (every password hash, key digest and chat)."""
+    c, token = admin
+    other = login(Client(appliance.url, verbose=False))  # another admin session, still not the one that took it
+    path = c.predict(token, api_name="/backup")
+    assert path.startswith("/admin/downloads/") and len(path) > 50, path
+    folder = appliance.data_dir / "downloads"
+    waiting = list(folder.iterdir())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and len(waiting) == 1, waiting
+    assert stat.S_IMODE(waiting[0].stat().st_mode) == 0o600
+    name = waiting[0].name
+    strangers: list[dict[str, str]] = [
+        {},
+        {"Authorization": f"Bearer {API_KEY}"},
+        {"X-Quartet-Admin": "forged"},
+        {"X-Quartet-Admin": other},
+        {"Cookie": "quartet-admin-upload=forged"},
+    ]
+    for headers in strangers:
+        for tried in (path, path.removeprefix("/admin")):
+            refused = httpx.get(appliance.url + tried, headers=headers, timeout=10)
+            assert refused.status_code == 404 and "fetched once" in refused.json()["detail"], (headers, refused.text)
+    assert waiting[0].exists()  # a stranger's try does not use it up
+    archive = fetched(appliance, token, path, tmp_path)
+    with tarfile.open(archive) as tar:
+        assert "database/quartet.db" in tar.getnames()
+    assert archive.name == name and not list(folder.iterdir())  # gone from the disk once fetched
+    again = httpx.get(appliance.url + path, headers={"X-Quartet-Admin": token}, timeout=10)
+    assert again.status_code == 404  # once
+    gradio_cache = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+    assert not list(gradio_cache.rglob(name)), "the backup went through Gradio's file cache"
+
+
 def test_backup_and_restore_need_the_admin_session(appliance: Appliance, tmp_path: Path) -> None:
     c = Client(appliance.url, verbose=False)
     with pytest.raises(AppError, match="admin session"):
@@ -66,14 +115,14 @@ def test_the_logs_endpoint_gives_the_app_log_to_the_admin(admin: tuple[Client, s
 
 
 def test_a_backup_taken_while_chats_are_written_restores_with_the_chats(
-    admin: tuple[Client, str], appliance: Appliance
+    admin: tuple[Client, str], appliance: Appliance, tmp_path: Path
 ) -> None:
     c, token = admin
     user = Client(appliance.url, verbose=False)
     done = [user.predict(f"Say hello number {n}.", "", "", 8, api_name="/chat")[1] for n in range(2)]
     streaming = [user.submit(f"Tell a long story {n}.", "", "", 120, api_name="/chat") for n in range(3)]
     wait_until(lambda: all(job.outputs() and job.outputs()[-1][0] for job in streaming), timeout=90)
-    archive = Path(c.predict(token, api_name="/backup"))  # while three answers stream into the database
+    archive = fetched(appliance, token, c.predict(token, api_name="/backup"), tmp_path)  # while answers stream
     assert any(not job.done() for job in streaming), "the answers ended before the backup: nothing was written"
     written = [job.result(timeout=180)[1] for job in streaming]
     with tarfile.open(archive) as tar:
@@ -139,7 +188,7 @@ def test_a_tampered_archive_is_refused_and_nothing_is_replaced(
     admin: tuple[Client, str], appliance: Appliance, tmp_path: Path, change: str, reason: str
 ) -> None:
     c, token = admin
-    good = Path(c.predict(token, api_name="/backup"))
+    good = fetched(appliance, token, c.predict(token, api_name="/backup"), tmp_path)
     bad = rewritten(good, tmp_path / f"{change}.tar.gz", change)
     db = appliance.data_dir / "quartet.db"
     live = chats(db)

@@ -3,6 +3,7 @@ archive refused, and the app's recent log."""
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,11 @@ def test_the_admin_page_backs_up_refuses_a_foreign_archive_and_shows_the_log(
     page.get_by_text("Backups").first.click()
     page.locator("#take-backup").click()
     page.locator("#backup-file").get_by_text("quartet-backup-").first.wait_for(timeout=60_000)
+    with page.expect_download(timeout=30_000) as download:  # this admin session's upload ticket cookie fetches it
+        page.locator("#backup-file a").first.click()
+    with tarfile.open(download.value.path(), "r:gz") as archive:
+        assert "manifest.json" in archive.getnames()
+    assert download.value.suggested_filename.startswith("quartet-backup-")
     foreign = tmp_path / "holiday-photos.tar.gz"
     foreign.write_bytes(b"\x1f\x8b not really gzip")
     page.locator("#restore-file input[type=file]").set_input_files(str(foreign))

@@ -3,8 +3,6 @@ is bold , inline code ,"); the export file was named by its date, not by the cha
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from app.chat.store import Conversation, _title
 from app.ui import display
 
@@ -21,7 +19,6 @@ def test_a_title_made_from_markdown_reads_as_a_sentence() -> None:
 
 def test_an_export_is_named_by_the_chats_title_and_day() -> None:
     chat = Conversation("c1", "Budget 2027: the harbour/plan?", "", "2026-12-02T10:00:00", "browser:a")
-    path = Path(display.export_file(chat, "{}", ".json"))
-    assert path.name == "Budget-2027-the-harbourplan-2026-12-02.json", path.name
+    assert display.export_name(chat, ".json") == "Budget-2027-the-harbourplan-2026-12-02.json"
     untitled = Conversation("c2", "?!", "", "2026-12-02T10:00:00", "browser:a")
-    assert Path(display.export_file(untitled, "", ".md")).name == "chat-2026-12-02.md"
+    assert display.export_name(untitled, ".md") == "chat-2026-12-02.md"

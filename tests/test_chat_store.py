@@ -11,6 +11,7 @@ from sqlite_utils import Migrations
 
 from app.chat.store import ChatStore
 from app.database import Database
+from app.downloads import Downloads
 
 
 def store(path: Path) -> ChatStore:
@@ -114,6 +115,7 @@ def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
         max_tokens=8,
         temperature=0,
         system_prompt="Be kind.",
+        downloads=Downloads(tmp_path / "downloads"),
     )
     mine = chat.open(None, owner="browser:a")
     chat.store.add(mine, "user", "Our **budget** for 2027")
@@ -127,6 +129,7 @@ def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
         lambda: chat.rename(mine, "x", owner="browser:b"),
         lambda: chat.open(mine, owner="api"),
         lambda: chat.export(mine, owner="user:eve", as_json=True),
+        lambda: chat.offer_export(mine, owner="user:eve", as_json=True, name="x.json"),
     ):
         with pytest.raises(ConversationNotFound, match="There is no conversation"):
             action()
@@ -138,6 +141,8 @@ def test_conversations_belong_to_their_owner(tmp_path: Path) -> None:
     assert exported["title"] == "Budget 2027" and exported["system_prompt"] == "Be kind."
     assert [m["content"] for m in exported["messages"]] == ["Our **budget** for 2027", "It is 42 k€."]
     assert "**Quartet:**" in chat.export(mine, owner="browser:a", as_json=False)
+    offer = chat.offer_export(mine, owner="browser:a", as_json=False, name="Budget-2027.md")
+    assert offer.url.startswith("/downloads/") and offer.name == "Budget-2027.md"  # the owner's, offered once
     chat.delete(mine, owner="browser:a")
     assert chat.recent("browser:a") == [] and chat.store.messages(mine) == []
 

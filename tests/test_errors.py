@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from app.admin import AdminDenied
 from app.api.errors import STATUS, ApiError, install
 from app.chat.service import ConversationNotFound
+from app.database import DiskFull
 from app.engine.events import EngineError, FailureKind
 from app.errors import KINDS, NotFound, QuartetError, Refused
 from app.extraction.extractor import ExtractionFailed
@@ -147,6 +148,10 @@ def v1() -> TestClient:
         "not_found": NotFound("there is no model 'x' here"),
         "busy": JobBusy("another action is still running"),
         "card": EngineError("card 2 (127.0.0.1:3) failed", card="127.0.0.1:3"),
+        "upstream": EngineError(
+            "the upstream at http://10.0.0.9:8000/v1 does not answer", card="http://10.0.0.9:8000/v1"
+        ),
+        "disk_full": DiskFull(Path("/var/lib/quartet")),
         "engine": EngineError("the engine is loading"),
         "timeout": EngineError("no answer within 5 s", kind="timeout"),
         "encrypted": LoadError("encrypted", "a.pdf is password-protected"),
@@ -176,6 +181,8 @@ def v1() -> TestClient:
         ("not_found", 404, "invalid_request_error", None, None),
         ("busy", 503, "server_error", None, "busy"),
         ("card", 500, "server_error", None, "card_down"),
+        ("upstream", 503, "server_error", None, "upstream_unavailable"),  # before: 500 card_down
+        ("disk_full", 507, "server_error", None, "disk_full"),
         ("engine", 503, "server_error", None, "engine_unavailable"),
         ("timeout", 504, "server_error", None, "timeout"),
         ("encrypted", 422, "invalid_request_error", None, None),

@@ -20,6 +20,7 @@ from gradio_client.exceptions import AppError
 
 from tests.gradio_queue import call, named_step, page_config
 from tests.harness import API_KEY, Appliance, api_client, wait_until
+from tests.test_schema_limits import anyof_tree, tool_body
 
 SURROGATE = "hello \udc80 world"
 HEADERS = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
@@ -196,6 +197,48 @@ def test_a_huge_length_bound_is_refused_at_once_on_every_path(appliance: Applian
     assert time.monotonic() - started < 1.0 and refused.value
     assert worker_pid(appliance) == before
     assert httpx.get(appliance.url + "/health", timeout=5).json()["engine"] == "ready"
+
+
+class HealthWatch:
+    """`GET /health` asked again and again in a thread while a test runs: how long each answer took."""
+
+    def __init__(self, appliance: Appliance) -> None:
+        self.url, self.took, self.stop = appliance.url + "/health", list[float](), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=120) as client:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                assert client.get(self.url).status_code == 200
+                self.took.append(time.monotonic() - started)
+                self.stop.wait(0.05)
+
+    def __enter__(self) -> HealthWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self.thread.join(120)
+
+
+def test_a_1_mb_tool_schema_is_refused_at_once_and_health_answers_meanwhile(appliance: Appliance) -> None:
+    """Issue 47, item 4: 27,000 nested anyOf subschemas as a tool's parameters were meta-validated on the event
+    loop before their cost was checked: refused after 50.9 s, /health 50.1 s. The cost is checked first now, and
+    a schema within the limits whose meta-validation takes seconds is checked off the loop."""
+    typo = {"type": "strin"}
+    function = {"name": "look", "parameters": anyof_tree(30, 3)}
+    responses = {"model": "demo", "input": "x", "tools": [{"type": "function", **function}]}
+    with HealthWatch(appliance) as health:
+        for path, body in (("/v1/chat/completions", tool_body(anyof_tree(30, 3))), ("/v1/responses", responses)):
+            reply, took = refused_fast(lambda path=path, body=body: post(appliance, path, body))
+            assert reply.status_code == 400 and took < 1.0, (path, reply.status_code, took)
+            assert "limit of 5000 subschemas" in reply.json()["error"]["message"], reply.text[:300]
+        slow, took = refused_fast(lambda: post(appliance, "/v1/chat/completions", tool_body(anyof_tree(50, 2, typo))))
+    assert slow.status_code == 400 and "not a valid JSON Schema" in slow.json()["error"]["message"], slow.text[:300]
+    print(f"meta-validation refused in {took:.2f} s; /health took at most {max(health.took):.3f} s")
+    assert len(health.took) >= 3 and max(health.took) < 1.0, health.took  # 0.30 s measured here, busy
 
 
 # -- the door of /v1: the key and the body's size before the body is read ------------------------------------

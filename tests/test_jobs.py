@@ -12,6 +12,7 @@ import pytest
 from app.admin import AdminDenied, AdminService
 from app.auth import hash_password
 from app.database import Database
+from app.downloads import Downloads
 from app.engine.engine_config import EngineConfig
 from app.engine.kinds import backend_kind
 from app.engine.service import EngineService
@@ -70,7 +71,10 @@ def _admin(tmp_path: Path) -> AdminService:
     telemetry = Telemetry(engine=engine, monitor=monitor, warning_c=80.0, critical_c=95.0, every_s=1.0)
     database = Database(tmp_path / "q.db")
     people = PeopleStore(database)
-    return AdminService(database=database, engine=engine, telemetry=telemetry, settings=settings, people=people)
+    downloads = Downloads(tmp_path / "downloads")
+    return AdminService(
+        database=database, engine=engine, telemetry=telemetry, settings=settings, people=people, downloads=downloads
+    )
 
 
 def test_the_admin_runner_words_an_unexpected_error(tmp_path: Path) -> None:

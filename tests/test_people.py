@@ -11,7 +11,7 @@ import pytest
 
 from app.admin_sessions import AdminDenied, AdminSessions
 from app.api.gate import Keys
-from app.auth import hash_password, verify_password
+from app.auth import LoginThrottle, hash_password, verify_password
 from app.database import Database
 from app.errors import Refused
 from app.page_logins import PageLogins
@@ -176,3 +176,17 @@ def test_people_and_keys_made_on_the_page_count_for_the_lan_check(tmp_path: Path
     lan = Settings(web={"host": "0.0.0.0"})
     assert "without users and api_keys" in (lan.open_lan_problem() or "")
     assert lan.open_lan_problem(people=people, keys=keys) is None
+
+
+def test_a_throttled_login_never_says_try_again_in_0_s() -> None:
+    """Issue 47, item 16: 0.4 s left was said as "try again in 0 s" (and then refused)."""
+    now = [100.0]
+    throttle = LoginThrottle(clock=lambda: now[0])
+    assert throttle.failed("carol@10.0.0.2") == 1.0
+    now[0] += 0.6
+    assert throttle.wait_s("carol@10.0.0.2") == 1  # 0.4 s left: at least a whole second said
+    now[0] += 0.4
+    assert throttle.wait_s("carol@10.0.0.2") == 0  # and then it may try
+    assert throttle.failed("carol@10.0.0.2") == 2.0
+    now[0] += 0.01
+    assert throttle.wait_s("carol@10.0.0.2") == 2

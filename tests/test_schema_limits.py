@@ -3,15 +3,18 @@ the checks every front door shares, without the appliance."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from app import schema_limits as limits
 from app.api.errors import ApiError
+from app.api.preparing import off_loop
 from app.api.request_models import ChatRequest, CompletionRequest
 from app.api.tools import Tool, plan
 from app.extraction.json_schema import SchemaProblem, check_schema
@@ -106,6 +109,67 @@ def test_the_v1_request_refuses_a_costly_response_format_and_tool() -> None:
         ChatRequest.model_validate({**body, "response_format": None, "tools": [tool]}).tool_plan()
     assert refused.value.param == "tools[0].function.parameters"
     assert refused.value.message.startswith("tools[0].function.parameters/properties/q/maxLength: 1000000000")
+
+
+def anyof_tree(width: int, levels: int, leaf: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A tool's parameters: one property whose `anyOf` nests `levels` deep, `width` to a level (30, 3: 27,000
+    leaves, ~1 MB as JSON, what issue 47 sent); `leaf` the last leaf (else one like the others)."""
+    leaves: list[Any] = [{"type": "string", "minLength": i % 7} for i in range(width)]
+    tree: dict[str, Any] = {"anyOf": leaves}
+    for _ in range(levels - 1):
+        tree = {"anyOf": [tree] * width}
+    if leaf is not None:
+        tree = {"anyOf": [*tree["anyOf"], leaf]}
+    return {"type": "object", "properties": {"x": tree}}
+
+
+def tool_body(parameters: dict[str, Any]) -> dict[str, Any]:
+    tool = {"type": "function", "function": {"name": "look", "parameters": parameters}}
+    return {"model": "demo", "messages": [{"role": "user", "content": "x"}], "tools": [tool], "max_tokens": 4}
+
+
+def test_a_1_mb_tool_schema_is_refused_by_its_cost_before_the_meta_schema_reads_it() -> None:
+    """Issue 47, item 4: the meta-schema's validation came first and took 14-50 s over 27,000 subschemas."""
+    body = tool_body(anyof_tree(30, 3))
+    assert len(json.dumps(body)) > 900_000
+    request = ChatRequest.model_validate(body)
+    started = time.monotonic()
+    with pytest.raises(ApiError) as refused:
+        request.tool_plan()
+    took = time.monotonic() - started
+    assert took < 1.0, f"refused after {took:.1f} s"
+    assert refused.value.param == "tools[0].function.parameters"
+    assert f"more than the appliance's limit of {limits.MAX_SUBSCHEMAS} subschemas" in refused.value.message
+
+
+@pytest.mark.slow
+def test_a_schema_checked_off_the_loop_leaves_the_loop_serving() -> None:
+    """Within the limits, the meta-schema's validation of ~2,500 subschemas still takes a second or more: the
+    routes run it in a worker thread (app/api/preparing.py), and the loop ticks on meanwhile."""
+    typo = {"type": "strin"}  # the meta-schema refuses it, after reading everything
+    request = ChatRequest.model_validate(tool_body(anyof_tree(50, 2, leaf=typo)))
+    ticks: list[float] = []
+
+    async def refused_while_ticking() -> ApiError:
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            with pytest.raises(ApiError) as refused:
+                await off_loop(request.tool_plan)
+            group.cancel_scope.cancel()
+        return refused.value
+
+    started = time.monotonic()
+    error = anyio.run(refused_while_ticking)
+    took = time.monotonic() - started
+    assert "not a valid JSON Schema" in error.message and "'strin' is not valid" in error.message, error.message
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    print(f"meta-validation {took:.2f} s; the loop's largest gap {max(gaps):.3f} s over {len(gaps)} ticks")
+    assert took > 0.3 and max(gaps) < 0.25, (took, max(gaps))
 
 
 def test_extraction_refuses_a_costly_field_with_its_pointer() -> None:

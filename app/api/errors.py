@@ -22,7 +22,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.errors import Kind, QuartetError
 
 # OpenAI's statuses: 400 a request that cannot run as sent (a context too long among them), 401 a bad
-# key, 404 no such model, 503 busy or the engine not ready, 500 a card down (named in the message).
+# key, 404 no such model, 503 busy or the engine not ready, 500 a card down (named in the message), 503 an
+# upstream down (see `status`), 507 no room left on the data disk.
 STATUS: dict[Kind, int] = {
     "request": 400,
     "context": 400,
@@ -39,6 +40,7 @@ STATUS: dict[Kind, int] = {
     "cancelled": 503,
     "timeout": 504,
     "card": 500,
+    "disk_full": 507,
     "internal": 500,
 }
 CODES: dict[Kind, str] = {
@@ -47,7 +49,9 @@ CODES: dict[Kind, str] = {
     "card": "card_down",
     "engine": "engine_unavailable",
     "timeout": "timeout",
+    "disk_full": "disk_full",
 }
+UPSTREAM_DOWN = "upstream_unavailable"  # the code of a `card` failure whose card is the upstream (a URL)
 
 RETRY_AFTER_S = "2"  # seconds, sent with a 503 busy
 
@@ -61,7 +65,13 @@ class ApiError(QuartetError):
 
 
 def status(err: QuartetError) -> int:
-    return STATUS.get(err.kind, 500)
+    return 503 if upstream_down(err) else STATUS.get(err.kind, 500)
+
+
+def upstream_down(err: QuartetError) -> bool:
+    """A `card` failure of the upstream engine (`engine.backend = upstream`): its card is the upstream's URL,
+    where a card of the cluster is `host:port`. Not a fault of this appliance: 503, as for an engine away."""
+    return err.kind == "card" and "://" in (err.card or "")
 
 
 def body(err: QuartetError) -> dict[str, Any]:
@@ -73,7 +83,7 @@ def body(err: QuartetError) -> dict[str, Any]:
             "message": err.message,
             "type": "invalid_request_error" if status(err) < 500 else "server_error",
             "param": param or ("messages" if err.kind == "context" else None),
-            "code": code or CODES.get(err.kind),
+            "code": code or (UPSTREAM_DOWN if upstream_down(err) else CODES.get(err.kind)),
         }
     }
 

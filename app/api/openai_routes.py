@@ -23,6 +23,7 @@ from app.api.errors import ApiError
 from app.api.following import respond
 from app.api.gate import Keys, key_refused
 from app.api.model_names import EMBEDDER_NAMES, aliases, check, model_id
+from app.api.preparing import off_loop, prepared
 from app.api.request_models import ChatRequest, CompletionRequest, EmbeddingRequest, StreamOptions
 from app.api.responses import add_routes as add_responses
 from app.api.token_ids import decoded
@@ -64,13 +65,8 @@ def build_router(ctx: AppContext) -> APIRouter:
 
     @router.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest, http: Request) -> JSONResponse | EventSourceResponse:
-        settings, model = ctx.settings, answering(body.model)
-        tool_plan = body.tool_plan()
-        request = body.to_engine(
-            default_max_tokens=settings.engine.max_tokens,
-            default_temperature=settings.engine.temperature,
-            tool_plan=tool_plan,
-        )
+        model = answering(body.model)
+        tool_plan, request = await off_loop(lambda: prepared(body, ctx))
         shape = ChatShape(_head("chatcmpl", model), tool_plan, logprobs=body.logprobs)
         return await respond(
             ctx, request, shape, stream=body.stream, include_usage=_usage(body.stream_options), client=http
@@ -79,8 +75,9 @@ def build_router(ctx: AppContext) -> APIRouter:
     @router.post("/completions", response_model=None)
     async def completions(body: CompletionRequest, http: Request) -> JSONResponse | EventSourceResponse:
         model = answering(body.model)
-        request = body.to_engine(
-            default_max_tokens=ctx.settings.engine.max_tokens, default_temperature=ctx.settings.engine.temperature
+        engine = ctx.settings.engine
+        request = await off_loop(
+            lambda: body.to_engine(default_max_tokens=engine.max_tokens, default_temperature=engine.temperature)
         )
         shape = CompletionShape(
             _head("cmpl", model), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None

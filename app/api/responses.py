@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse
 
 from app.api.following import respond
+from app.api.preparing import off_loop, prepared
 from app.api.response_request import ResponsesRequest, as_messages
 from app.api.response_shape import ResponseShape, conversation
 from app.api.response_store import ResponseStore, owner_of
@@ -27,13 +28,7 @@ def add_routes(router: APIRouter, ctx: AppContext, answering: Callable[[str], st
         model = answering(body.model)
         owner = owner_of(http.headers.get("authorization", ""))
         earlier = list(store.get(owner, body.previous_response_id).conversation) if body.previous_response_id else []
-        chat = body.chat(earlier)
-        tool_plan = chat.tool_plan()
-        request = chat.to_engine(
-            default_max_tokens=ctx.settings.engine.max_tokens,
-            default_temperature=ctx.settings.engine.temperature,
-            tool_plan=tool_plan,
-        )
+        tool_plan, request = await off_loop(lambda: prepared(body.chat(earlier), ctx))
         turn = [*earlier, *body.messages()]
 
         def remember(final: dict[str, Any]) -> None:

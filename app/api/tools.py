@@ -231,7 +231,12 @@ def _call_schema(tool: Tool) -> dict[str, Any]:
 
 
 def _check_parameters(tool: Tool, index: int) -> None:
+    """The cost first: it walks the schema once and stops at its limits (milliseconds), while the meta-schema's
+    validation takes ~0.5 ms a subschema (a 1 MB schema of 27,000 subschemas: 14-50 s)."""
     where = f"tools[{index}].function.parameters"
+    affordable(tool.function.parameters, where=where, param=where)
+    if tool.function.parameters.get("type", "object") != "object":
+        raise ApiError(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", param=where)
     try:
         jsonschema.validators.validator_for(tool.function.parameters).check_schema(tool.function.parameters)
     except jsonschema.SchemaError as err:
@@ -240,9 +245,6 @@ def _check_parameters(tool: Tool, index: int) -> None:
             f"tool {tool.function.name!r}: its parameters are not a valid JSON Schema at {pointer}: {err.message}",
             param=where,
         ) from err
-    affordable(tool.function.parameters, where=where, param=where)
-    if tool.function.parameters.get("type", "object") != "object":
-        raise ApiError(f"tool {tool.function.name!r}: its parameters must be a JSON Schema of type object", param=where)
 
 
 def affordable(schema: Any, *, where: str, param: str) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.chat.store import ChatStore, Conversation, StoredMessage
+from app.downloads import Downloads, Offer
 from app.engine.events import Done, EngineError, Failed, GenerationRequest, Message, Queued, Reading, Stats, Token
 from app.engine.follow import follow
 from app.engine.service import EngineService
@@ -49,9 +50,16 @@ class ChatService:
     "browser:<id>"), and every method checks it. `session` names who waits for an answer (Stop)."""
 
     def __init__(
-        self, store: ChatStore, engine: EngineService, *, max_tokens: int, temperature: float, system_prompt: str
+        self,
+        store: ChatStore,
+        engine: EngineService,
+        *,
+        max_tokens: int,
+        temperature: float,
+        system_prompt: str,
+        downloads: Downloads,
     ) -> None:
-        self.store = store
+        self.store, self.downloads = store, downloads  # downloads: where an export is offered once
         self.engine = engine
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -94,6 +102,12 @@ class ChatService:
 
     def delete(self, cid: str, *, owner: str) -> None:
         self.store.delete(self.conversation(cid, owner=owner).id)
+
+    def offer_export(self, cid: str, *, owner: str, as_json: bool, name: str) -> Offer:
+        """The owner's conversation exported (`export`) and offered once, as `name` (app/downloads.py)."""
+        text = self.export(cid, owner=owner, as_json=as_json)
+        media_type = "application/json" if as_json else "text/markdown"
+        return self.downloads.offer_text(text, name=name, media_type=media_type)
 
     def export(self, cid: str, *, owner: str, as_json: bool) -> str:
         """The conversation as Markdown (people) or JSON (programs), with each answer's status and stats."""

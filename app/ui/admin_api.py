@@ -1,6 +1,6 @@
 """The admin feature's named endpoints (gradio_client): log in, switch models, cards, engine settings,
-load progress, backup (a file out), restore (a file in), admin_logs. Every one but `load_progress` needs
-the token `admin_login` returns; the admin service checks it."""
+load progress, backup (the path of a one-time download out), restore (a file in), admin_logs. Every one but
+`load_progress` needs the token `admin_login` returns; the admin service checks it."""
 
 from __future__ import annotations
 
@@ -62,8 +62,10 @@ def register(admin: AdminService) -> None:
 
     @explained
     def backup(admin_token: str, request: gr.Request) -> str:
-        """Admin only: a backup archive of the database, documents and page-made settings."""
-        return str(admin.backup(admin_token, who=_owner(request)))
+        """Admin only: a backup archive of the database, documents and page-made settings, offered once to this
+        admin session: returns its path, `/admin/downloads/<key>`, to GET within 10 minutes with the header
+        `X-Quartet-Admin: <admin_token>` (the archive never passes through Gradio's file cache)."""
+        return admin.backup(admin_token, who=_owner(request)).url
 
     @explained
     def restore(archive: str | None, admin_token: str, request: gr.Request) -> str:
@@ -74,7 +76,7 @@ def register(admin: AdminService) -> None:
         return admin.restore(admin_token, Path(archive), who=_owner(request))
 
     with gr.Group(visible=False):  # the file endpoints' inputs and outputs: an API, not a part of the page
-        token_box, archive_box, archive_out, said = gr.Textbox(), gr.File(type="filepath"), gr.File(), gr.Markdown()
+        token_box, archive_box, archive_out, said = gr.Textbox(), gr.File(type="filepath"), gr.Textbox(), gr.Markdown()
         take, put = gr.Button(), gr.Button()
     take.click(backup, token_box, archive_out, api_name="backup", concurrency_limit=1)
     put.click(restore, [archive_box, token_box], said, api_name="restore", concurrency_limit=1)

@@ -1,6 +1,7 @@
 """The admin page's backups and logs: download a backup, restore one (checked, applied at the next
 start), and read or download the app's and the card agents' recent logs. Every step goes through the
-admin service, which checks the session's token."""
+admin service, which checks the session's token. A backup is offered as a link that this admin session
+fetches once (app/downloads.py), never through Gradio's file cache."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import gradio as gr
 from app import backup
 from app.admin import AdminService
 from app.errors import Refused
+from app.ui import display
 from app.ui.callers import acted_from
 from app.ui.errors import explained
 
@@ -30,7 +32,7 @@ def add(admin: AdminService, token: gr.State) -> None:
         )
         with gr.Row():
             take = gr.Button("Download a backup", elem_id="take-backup")
-            taken = gr.File(label="Backup", interactive=False, elem_id="backup-file")
+            taken = gr.HTML("", elem_id="backup-file")  # a link for this admin session, fetched once
         with gr.Row():
             upload = gr.File(label="Backup to restore (.tar.gz)", type="filepath", elem_id="restore-file")
             restore = gr.Button("Check and restore at the next start", elem_id="restore-backup")
@@ -44,7 +46,7 @@ def add(admin: AdminService, token: gr.State) -> None:
 
     @explained
     def on_take(key: str | None, request: gr.Request) -> str:
-        return str(admin.backup(key, who=acted_from(request)))
+        return display.download_link(admin.backup(key, who=acted_from(request)))
 
     @explained
     def on_restore(key: str | None, archive: str | None, request: gr.Request) -> str:

@@ -86,8 +86,11 @@ def detached(updates: Iterator[ChatUpdate]) -> Generator[ChatUpdate, None, None]
 
 
 def export(chat: ChatService, cid: str | None, owner: str, *, as_json: bool) -> dict[str, Any]:
+    """The owner's chat written out and offered once to this page (a private file, gone once fetched: never in
+    Gradio's file cache, which serves any file to whoever has its URL)."""
     found = owned(chat, cid, owner)
     if found is None:
         raise Refused("There is no chat to export yet: send a message first.")
-    text = chat.export(found.id, owner=owner, as_json=as_json)
-    return gr.update(value=display.export_file(found, text, ".json" if as_json else ".md"), visible=True)
+    name = display.export_name(found, ".json" if as_json else ".md")
+    offer = chat.offer_export(found.id, owner=owner, as_json=as_json, name=name)
+    return gr.update(value=display.download_link(offer), visible=True)

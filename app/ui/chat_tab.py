@@ -41,7 +41,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
                 with gr.Row():  # written when asked for, not after every answer
                     as_markdown = gr.Button("Export Markdown", size="sm", elem_id="export-chat-md")
                     as_json = gr.Button("Export JSON", size="sm", elem_id="export-chat-json")
-                exported = gr.File(label="Export", visible=False, interactive=False, elem_id="chat-export")
+                exported = gr.HTML(visible=False, elem_id="chat-export")  # a link, fetched once
                 delete = gr.Button("Delete chat…", elem_id="delete-chat")
                 really = gr.Button("Delete it for good", variant="stop", visible=False, elem_id="delete-chat-confirm")
         with gr.Column(scale=4, elem_id="chat-main"):
@@ -305,7 +305,7 @@ def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, ident
     really.click(on_delete, [conversation, browser], [*view, really], **may_refuse)
     as_markdown.click(on_markdown, [conversation, browser], exported, **may_refuse)
     as_json.click(on_json, [conversation, browser], exported, **may_refuse)
-    conversation.change(lambda: gr.update(value=None, visible=False), None, exported, **quiet)  # not another chat's
+    conversation.change(lambda: gr.update(value="", visible=False), None, exported, **quiet)  # not another chat's
     drawer.click(
         lambda opened: (gr.update(elem_classes=[] if opened else ["q-open"]), not opened),
         drawer_open,

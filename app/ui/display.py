@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import html
 import re
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from app.chat.service import ChatUpdate
 from app.chat.store import Conversation, StoredMessage
+from app.downloads import Offer
 from app.telemetry.views import ApplianceStatus
 from app.ui.rendering import answer_markdown
 
@@ -207,11 +206,28 @@ def _load(status: ApplianceStatus) -> str:
     return f"<span class='q-load'>{running} running · {waiting} waiting{rate}</span>"
 
 
-def export_file(conversation: Conversation, text: str, suffix: str) -> str:
-    """A conversation written out for download, in a folder of its own, named by its title and day."""
-    folder = Path(tempfile.gettempdir()) / "quartet-chat-exports" / conversation.id
-    folder.mkdir(parents=True, exist_ok=True)
+def export_name(conversation: Conversation, suffix: str) -> str:
+    """The name a conversation's export is saved as: its title and day."""
     title = re.sub(r"[^\w\- ]+", "", conversation.title).strip().replace(" ", "-")[:60].strip("-") or "chat"
-    path = folder / f"{title}-{conversation.updated_at[:10]}{suffix}"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
+    return f"{title}-{conversation.updated_at[:10]}{suffix}"
+
+
+def download_link(offer: Offer) -> str:
+    """A file offered once (app/downloads.py) as a link: its name (stem and extension) and size. Fetched once:
+    the link works for one download, within 10 minutes."""
+    stem, dot, ext = offer.name.partition(".")
+    return (
+        f'<a class="q-download" href="{html.escape(offer.url)}" download="{html.escape(offer.name)}">'
+        f'<span class="filename"><span class="stem">{html.escape(stem)}</span>'
+        f'<span class="ext">{html.escape(dot + ext)}</span></span> '
+        f'<span class="size">{_size(offer.size)}</span></a>'
+        '<span class="q-download-note">one download, within 10 minutes</span>'
+    )
+
+
+def _size(size: int) -> str:
+    """794 B, 1.2 KB, 3.4 MB, 1.1 GB."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"

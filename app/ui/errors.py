@@ -41,6 +41,7 @@ TITLES: dict[Kind, str] = {
     "timeout": "Took too long",
     "cancelled": "Stopped",
     "engine": "The engine is not ready",
+    "disk_full": "The data disk is full",
     "internal": "Something went wrong",
 }
 
