@@ -110,7 +110,7 @@ class ApplianceCollector(Collector):
         status, counters = self.status(), self.counters()
         yield from _card_families(status)
         for name, help_text, key in _COUNTERS:
-            yield CounterMetricFamily(f"quartet_{name}", help_text, value=counters[key])
+            yield CounterMetricFamily(f"quartet_{name}", help_text, value=counters.get(key, 0))
         for name, help_text, read in _CACHE_COUNTERS:
             yield CounterMetricFamily(f"quartet_{name}", help_text, value=read(status))
         for name, help_text, value in _gauges(status):
