@@ -67,7 +67,7 @@ def build_router(ctx: AppContext) -> APIRouter:
         settings, model = ctx.settings, answering(body.model)
         tool_plan = body.tool_plan()
         request = body.to_engine(
-            default_max_tokens=settings.engine.max_tokens,
+            default_max_tokens=settings.api_max_tokens(),
             default_temperature=settings.engine.temperature,
             tool_plan=tool_plan,
         )
@@ -80,7 +80,7 @@ def build_router(ctx: AppContext) -> APIRouter:
     async def completions(body: CompletionRequest, http: Request) -> JSONResponse | EventSourceResponse:
         model = answering(body.model)
         request = body.to_engine(
-            default_max_tokens=ctx.settings.engine.max_tokens, default_temperature=ctx.settings.engine.temperature
+            default_max_tokens=ctx.settings.api_max_tokens(), default_temperature=ctx.settings.engine.temperature
         )
         shape = CompletionShape(
             _head("cmpl", model), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None

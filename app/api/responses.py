@@ -30,7 +30,7 @@ def add_routes(router: APIRouter, ctx: AppContext, answering: Callable[[str], st
         chat = body.chat(earlier)
         tool_plan = chat.tool_plan()
         request = chat.to_engine(
-            default_max_tokens=ctx.settings.engine.max_tokens,
+            default_max_tokens=ctx.settings.api_max_tokens(),
             default_temperature=ctx.settings.engine.temperature,
             tool_plan=tool_plan,
         )
