@@ -244,6 +244,7 @@ class SecurityHeaders:
 
 def _mount_openai(api: fastapi.FastAPI, ctx: AppContext) -> None:
     api.include_router(build_router(ctx))
+    errors.close_prefix(api)  # after /v1's routes, before the pages mounted at /
     errors.install(api)  # every QuartetError a route raises, in OpenAI's shape
 
 

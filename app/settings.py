@@ -72,6 +72,13 @@ class WebSettings(_Section):
     embed_max_chars: int = Field(
         200_000, ge=1, description="Most characters (so at most as many tokens) one /v1/embeddings request may send."
     )
+    api_default_max_tokens: int = Field(
+        0,
+        ge=0,
+        description="Tokens a /v1 answer may run to when its request sends no max_tokens (OpenAI's default: what "
+        "the context leaves). 0 = the context left after the prompt, up to engine.max_tokens_limit; set a number "
+        "to bound such answers lower. The page's own chat keeps engine.max_tokens.",
+    )
     system_prompt: str = Field(
         "You are Quartet, a helpful assistant running on a local appliance.",
         description="Default system prompt of a new chat.",
@@ -223,6 +230,12 @@ class Settings(BaseSettings):
     def places(self) -> Places:
         """Where the state a backup holds lives."""
         return Places(self.data_dir, self.db_path, self.knowledge.dir, page_settings.path(self.data_dir))
+
+    def api_max_tokens(self) -> int:
+        """The budget of a /v1 answer whose request names none: the engine ends it sooner where the context
+        left after its prompt is smaller (app/engine/llama/batcher.py; an upstream ends it at its context)."""
+        limit = self.engine.max_tokens_limit
+        return min(self.web.api_default_max_tokens or limit, limit)
 
     def health_url(self, card: str) -> str:
         return Endpoint.parse(card).health_url(self.engine.health_offset)

@@ -117,6 +117,9 @@ class Appliance:
             "QUARTET_TELEMETRY__POLL_S": "0.5",
             "QUARTET_ENGINE__STEP_TIMEOUT_S": str(STEP_TIMEOUT_S),
             "QUARTET_ENGINE__MAX_TOKENS": "40",
+            # /v1 answers whose request names no max_tokens: 40 too, as before (the product's default, the context
+            # left, would let the demo model ramble to 4,096 tokens); tests/test_api_max_tokens.py runs that default
+            "QUARTET_WEB__API_DEFAULT_MAX_TOKENS": "40",
             # Read it all: every part's notes and the answer at their caps (tests/test_documents.py holds the
             # answer to it); the appliance's 160 and 400 made one 8-page PDF's reading ~2 minutes of the run
             "QUARTET_KNOWLEDGE__SUMMARY_NOTES_TOKENS": "48",

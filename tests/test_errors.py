@@ -18,7 +18,7 @@ from gradio_client.exceptions import AppError
 from pydantic import BaseModel
 
 from app.admin import AdminDenied
-from app.api.errors import STATUS, ApiError, install
+from app.api.errors import STATUS, ApiError, close_prefix, install
 from app.chat.service import ConversationNotFound
 from app.database import DiskFull
 from app.engine.events import EngineError, FailureKind
@@ -157,19 +157,35 @@ def v1() -> TestClient:
         "encrypted": LoadError("encrypted", "a.pdf is password-protected"),
     }
 
-    @api.get("/v1/fail/{kind}")
+    router = fastapi.APIRouter(prefix="/v1")  # as app/api/openai_routes.py makes its routes
+
+    @router.get("/fail/{kind}")
     def fail(kind: str) -> None:
         raise errors[kind]
 
-    @api.post("/v1/body")
+    @router.post("/body")
     def body(value: Body) -> int:
         return value.n
 
-    @api.post("/v1/inputs")
+    @router.post("/inputs")
     def inputs(value: Inputs) -> int:
         return len(value.input)
 
+    api.include_router(router)
+    close_prefix(api)
+    api.mount("/", _everything_else())  # as the served app mounts Gradio at /, after /v1
     return TestClient(api)
+
+
+def _everything_else() -> fastapi.FastAPI:
+    """An app that takes every path, as Gradio's page does (its own 404 for a path it does not know)."""
+    pages = fastapi.FastAPI()
+
+    @pages.get("/")
+    def page() -> str:
+        return "the page"
+
+    return pages
 
 
 @pytest.mark.parametrize(
@@ -241,7 +257,10 @@ def test_an_unknown_v1_route_or_method_answers_in_openais_shape(v1: TestClient) 
     assert "/v1/nothing-here" in missing.json()["error"]["message"]
     wrong = v1.get("/v1/body")
     assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "invalid_request_error", wrong.text
-    assert v1.get("/elsewhere").json() == {"detail": "Not Found"}  # outside /v1, FastAPI's own answer
+    assert wrong.headers["allow"] == "POST" and "GET is not allowed on /v1/body" in wrong.json()["error"]["message"]
+    assert v1.get("/v1/fail/busy").status_code == 503  # the routes still answer (the catch-all comes after)
+    assert v1.get("/elsewhere").json() == {"detail": "Not Found"}  # outside /v1, the pages' own answer
+    assert v1.get("/").json() == "the page"
 
 
 def test_a_body_that_is_not_json_or_a_union_that_fails_blames_a_field_by_its_name(v1: TestClient) -> None:

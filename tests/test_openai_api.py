@@ -151,6 +151,21 @@ def test_malformed_requests_get_openai_shaped_400s(appliance: Appliance) -> None
     assert response.status_code == 400 and "JSON schema" in response.json()["error"]["message"]
 
 
+def test_an_unknown_route_or_a_wrong_method_answers_in_openais_shape_on_the_served_app(appliance: Appliance) -> None:
+    """The page is mounted at / behind /v1: a path under /v1 that no route takes must not reach it."""
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    missing = httpx.get(appliance.url + "/v1/nope", headers=headers, timeout=30)
+    assert missing.status_code == 404 and set(missing.json()) == {"error"}, missing.text
+    error = missing.json()["error"]
+    assert "/v1/nope" in error["message"] and error["type"] == "invalid_request_error", error
+    wrong = httpx.get(appliance.url + "/v1/chat/completions", headers=headers, timeout=30)
+    assert wrong.status_code == 405 and set(wrong.json()) == {"error"}, wrong.text
+    assert wrong.headers["allow"] == "POST" and "GET is not allowed" in wrong.json()["error"]["message"]
+    with pytest.raises(openai.NotFoundError) as refused:  # as a client sees it
+        openai.OpenAI(base_url=appliance.url + "/v1", api_key=API_KEY, max_retries=0).get("/nope", cast_to=object)
+    assert refused.value.status_code == 404 and "/v1/nope" in str(refused.value)
+
+
 def test_a_streaming_client_that_disconnects_cancels_its_answer(appliance: Appliance) -> None:
 
     from tests.harness import wait_until

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.api import errors
-from app.api.tools import ToolPlan, Words, reply
+from app.api.tools import ToolPlan, reply
 from app.engine.events import Done, Token, TokenLogprob
 from app.errors import QuartetError
 
@@ -19,7 +19,7 @@ class ChatShape:
     def __init__(self, head: dict[str, Any], tool_plan: ToolPlan | None, *, logprobs: bool) -> None:
         self.head, self.tool_plan, self.logprobs = head, tool_plan, logprobs
         self.text = ""
-        self.words = Words() if tool_plan is not None and tool_plan.may_answer else None
+        self.words = tool_plan.words() if tool_plan is not None else None
 
     def whole(self, text: str, logprobs: list[TokenLogprob], done: Done) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": text}

@@ -18,6 +18,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match, Mount
 
 from app.errors import Kind, QuartetError
 
@@ -119,6 +120,32 @@ def install(api: fastapi.FastAPI) -> None:
         kind = "invalid_request_error" if err.status_code < 500 else "server_error"
         error = {"message": message, "type": kind, "param": None, "code": None}
         return JSONResponse({"error": error}, status_code=err.status_code, headers=err.headers)
+
+
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def close_prefix(api: fastapi.FastAPI, prefix: str = "/v1") -> None:
+    """Every request under `prefix` that no route took ends here, as a 404 (no such route) or a 405 (a route
+    that takes other methods) in OpenAI's shape. Add it after the prefix's routes and before the pages: Gradio
+    is mounted at `/`, and would otherwise answer it with its own `{"detail": "Not Found"}`."""
+
+    def unrouted(request: fastapi.Request) -> None:
+        allowed = [method for method in _METHODS if _taken(api, own, {**request.scope, "method": method})]
+        if allowed:
+            raise StarletteHTTPException(405, headers={"Allow": ", ".join(allowed)})
+        raise StarletteHTTPException(404)
+
+    api.add_api_route(prefix + "/{rest:path}", unrouted, methods=_METHODS, include_in_schema=False)
+    own = api.router.routes[-1]
+
+
+def _taken(api: fastapi.FastAPI, own: BaseRoute, scope: dict[str, Any]) -> bool:
+    """Whether a route other than `own` takes a request of this path and method (asked of the routes
+    themselves: FastAPI keeps an included router's routes inside it); a mounted app (the pages at `/`)
+    takes every path, so it is not asked."""
+    routes = [r for r in api.router.routes if r is not own and not isinstance(r, Mount)]
+    return any(route.matches(scope)[0] == Match.FULL for route in routes)
 
 
 # pydantic names the member of a union it tried (`input.str`, `prompt.list[str]`): not a field of the request.

@@ -77,7 +77,9 @@ def build_router(ctx: AppContext) -> APIRouter:
         model = answering(body.model)
         engine = ctx.settings.engine
         request = await off_loop(
-            lambda: body.to_engine(default_max_tokens=engine.max_tokens, default_temperature=engine.temperature)
+            lambda: body.to_engine(
+                default_max_tokens=ctx.settings.api_max_tokens(), default_temperature=engine.temperature
+            )
         )
         shape = CompletionShape(
             _head("cmpl", model), echo=request.prompt if body.echo else None, logprobs=body.logprobs is not None

@@ -31,6 +31,6 @@ def prepared(body: ChatRequest, ctx: AppContext) -> tuple[ToolPlan | None, Gener
     tool_plan = body.tool_plan()
     engine = ctx.settings.engine
     request = body.to_engine(
-        default_max_tokens=engine.max_tokens, default_temperature=engine.temperature, tool_plan=tool_plan
+        default_max_tokens=ctx.settings.api_max_tokens(), default_temperature=engine.temperature, tool_plan=tool_plan
     )
     return tool_plan, request

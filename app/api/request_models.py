@@ -142,7 +142,9 @@ class ChatRequest(OpenAIBody):
         return (self.top_logprobs or 0) if self.logprobs else None
 
     def tool_plan(self) -> calling.ToolPlan | None:
-        return calling.plan(self.tools, self.tool_choice, parallel=self.parallel_tool_calls)
+        """The tools' plan; under `auto` an answer that does not call meets the request's format, if it has one
+        (the Agents SDK's `output_type`: a call or the typed answer). A forced call answers in calls only."""
+        return calling.plan(self.tools, self.tool_choice, parallel=self.parallel_tool_calls, answer=self._format())
 
     def to_engine(
         self, *, default_max_tokens: int, default_temperature: float, tool_plan: calling.ToolPlan | None = None
@@ -151,20 +153,9 @@ class ChatRequest(OpenAIBody):
         messages = [m.for_model() for m in self.messages]
         if tool_plan is not None:
             messages.insert(0, Message("system", tool_plan.instruction))
-        # A forced call answers in calls, so a format (the Agents SDK's output_type) has nothing to shape.
-        if (
-            tool_plan is not None
-            and tool_plan.may_answer
-            and self.response_format
-            and self.response_format.type != "text"
-        ):
-            raise ApiError(
-                "response_format and tools under tool_choice 'auto' cannot be used together here: force the "
-                "call (tool_choice 'required' or a named function), or send the formatted turn without tools",
-                param="response_format",
-            )
-        if tool_plan is not None:
-            calling.affordable(tool_plan.schema, where="tools (their calls' schema together)", param="tools")
+            where = "tools and response_format (their schemas together)" if tool_plan.typed else "tools"
+            calling.affordable(tool_plan.schema, where=f"{where} (the answer's whole schema)", param="tools")
+        schema = tool_plan.schema if tool_plan is not None else self._format()
         return GenerationRequest(
             messages=_alternating(messages),
             max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens,
@@ -172,18 +163,19 @@ class ChatRequest(OpenAIBody):
             top_p=1.0 if self.top_p is None else self.top_p,
             stop=_stops(self.stop),
             seed=self.seed,
-            json_schema=json.dumps(tool_plan.schema) if tool_plan is not None else self._schema(),
+            json_schema=json.dumps(schema) if schema is not None else None,
             logprobs=self.logprobs_wanted(),
             tools=tool_plan.tools_json if tool_plan is not None else None,
             tools_text=tool_plan.listing if tool_plan is not None else "",
         )
 
-    def _schema(self) -> str | None:
+    def _format(self) -> dict[str, Any] | None:
+        """The schema `response_format` asks the answer to meet (None: free text)."""
         fmt = self.response_format
         if fmt is None or fmt.type == "text":
             return None
         if fmt.type == "json_object":
-            return json.dumps({"type": "object"})
+            return {"type": "object"}
         schema = (fmt.json_schema or {}).get("schema")
         if not isinstance(schema, dict):
             raise ApiError(
@@ -191,7 +183,7 @@ class ChatRequest(OpenAIBody):
                 param="response_format",
             )
         calling.affordable(schema, where="response_format.json_schema.schema", param="response_format")
-        return json.dumps(schema)
+        return schema
 
 
 def refuse_unsupported(n: int, extra: dict[str, Any] | None, unsupported: tuple[str, ...]) -> None:

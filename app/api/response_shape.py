@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.api import errors
-from app.api.tools import ToolPlan, Words, reply
+from app.api.tools import ToolPlan, reply
 from app.engine.events import Done, Token, TokenLogprob
 from app.errors import QuartetError
 
@@ -30,7 +30,7 @@ class ResponseShape:
         self.id, self.created = _id("resp"), int(time.time())
         self.text, self.sequence = "", 0
         self.message_id = _id("msg")
-        self.words = Words() if tool_plan is not None and tool_plan.may_answer else None
+        self.words = tool_plan.words() if tool_plan is not None else None
         self.speaking = tool_plan is None  # the message item is open (its text streams)
 
     def response(self, status: str, output: list[dict[str, Any]], done: Done | None = None) -> dict[str, Any]:

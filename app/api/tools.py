@@ -2,9 +2,11 @@
 and a JSON Schema its answer is constrained to, so a call's arguments always match its tool's schema.
 
 The model answers one JSON object: `{"tool_calls": [{"name", "arguments"}]}`, or — when the request lets it
-choose (`tool_choice: "auto"`) — `{"content": "..."}` for an answer in words. A model whose chat template
-knows nothing of tools works the same way: the tools are described in the system message, and earlier
-calls and their results are written back into the conversation as text."""
+choose (`tool_choice: "auto"`) — `{"content": "..."}` for an answer in words, or, when the request also asks
+for a format (`response_format`, the Responses API's `text.format`: the Agents SDK's `output_type`), the
+format's JSON itself: the grammar is the alternation llama.cpp's server builds, a call `|` the format.
+A model whose chat template knows nothing of tools works the same way: the tools are described in the
+system message, and earlier calls and their results are written back into the conversation as text."""
 
 from __future__ import annotations
 
@@ -45,10 +47,18 @@ class ToolPlan:
     may_answer: bool = False  # `auto`: the model may answer in words ({"content": ...}) instead of calling
     listing: str = ""  # the tools described, for a model whose chat template does not render `tools`
     tools_json: str = "[]"  # the tools offered, in OpenAI's shape, for a chat template that renders them
+    typed: bool = False  # `auto` with a format: the answer instead of a call is the format's JSON, as written
+
+    def words(self) -> Words | None:
+        """What follows an answer's words while it streams (None: it can only call)."""
+        return Words(typed=self.typed) if self.may_answer else None
 
 
-def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan | None:
-    """How to ask for tool calls, or None when the request offers no tools or forbids calling them."""
+def plan(
+    tools: list[Tool] | None, choice: Any, *, parallel: bool, answer: dict[str, Any] | None = None
+) -> ToolPlan | None:
+    """How to ask for tool calls, or None when the request offers no tools or forbids calling them; `answer`:
+    the schema of the request's format, which an answer that does not call meets (a forced call has none)."""
     if not tools and (choice == "required" or isinstance(choice, dict)):
         raise ApiError(
             "tool_choice asks for a tool call, but the request offers no tools: send tools", param="tool_choice"
@@ -79,24 +89,43 @@ def plan(tools: list[Tool] | None, choice: Any, *, parallel: bool) -> ToolPlan |
         "additionalProperties": False,
     }
     may_answer = choice in (None, "auto")
-    speaking = {
-        "type": "object",
-        "properties": {"content": {"type": "string"}},
-        "required": ["content"],
-        "additionalProperties": False,
-    }
-    listing, instruction = _instruction(offered, may_answer)
+    typed = may_answer and answer is not None
+    listing, instruction = _instruction(offered, may_answer, answer if typed else None)
     return ToolPlan(
         instruction,
-        {"anyOf": [calling, speaking]} if may_answer else calling,
+        _either(calling, answer if typed else _SPEAKING) if may_answer else calling,
         tuple(t.function.name for t in offered),
         may_answer,
         listing,
         json.dumps([t.model_dump() for t in offered], ensure_ascii=False),
+        typed,
     )
 
 
-def _instruction(offered: list[Tool], may_answer: bool) -> tuple[str, str]:
+_SPEAKING = {
+    "type": "object",
+    "properties": {"content": {"type": "string"}},
+    "required": ["content"],
+    "additionalProperties": False,
+}
+
+
+def _either(calling: dict[str, Any], answer: dict[str, Any] | None) -> dict[str, Any]:
+    """A call or the answer; the answer's `$defs` move to the root, where its `#/$defs/…` references point."""
+    if answer is None:
+        return {"anyOf": [calling, _SPEAKING]}
+    if isinstance(answer.get("properties"), dict) and "tool_calls" in answer["properties"]:
+        raise ApiError(
+            "response_format: its schema has a top-level `tool_calls` property, which is how a tool call is told "
+            "from the answer here: rename it",
+            param="response_format",
+        )
+    defs: dict[str, Any] = {key: answer[key] for key in ("$defs", "definitions") if key in answer}
+    rest = {key: value for key, value in answer.items() if key not in defs and key != "$schema"}
+    return {"anyOf": [calling, rest], **defs}
+
+
+def _instruction(offered: list[Tool], may_answer: bool, answer: dict[str, Any] | None) -> tuple[str, str]:
     """The tools listed for a model whose template cannot show them, and how to reply (for every model)."""
     listed = "\n".join(
         f"- {t.function.name}: {t.function.description or '(no description)'}\n  arguments: "
@@ -109,6 +138,12 @@ def _instruction(offered: list[Tool], may_answer: bool) -> tuple[str, str]:
         if may_answer
         else "You must call a tool now."
     )
+    if answer is not None:
+        rule = (
+            "To give your final answer instead: one JSON object that meets this JSON Schema, written as it is "
+            f"(not inside another object): {json.dumps(answer, ensure_ascii=False)}. Once a tool's result is in "
+            "the conversation, give the final answer with it unless you need another call."
+        )
     listing = _prompt("tools.txt").format(tools=listed).strip()
     return listing, _prompt("tools_reply.txt").format(answer_rule=rule).strip()
 
@@ -118,7 +153,7 @@ def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]
     try:
         answer = json.loads(text)
     except ValueError:  # cut by max_tokens: the calls written whole, else the words written (never the JSON)
-        words = Words()
+        words = Words(typed=tools.typed)
         words.feed(text)
         answer = {"tool_calls": whole} if (whole := _whole_calls(text)) else None
         if answer is None:
@@ -133,6 +168,8 @@ def reply(text: str, tools: ToolPlan) -> tuple[str | None, list[dict[str, Any]]]
             for call in answer["tool_calls"]
         ]
         return None, calls
+    if tools.typed:  # the format's JSON, as the model wrote it
+        return text, []
     return str(answer.get("content", "")) if isinstance(answer, dict) else text, []
 
 
@@ -174,12 +211,17 @@ def _whole_calls(text: str) -> list[dict[str, Any]]:
 _KEY = re.compile(r'\s*\{\s*"([a-z_]*)"\s*:\s*"?')
 
 
+_FIRST_KEY = re.compile(r'\s*\{\s*(?:"((?:[^"\\]|\\.)*)"|\})')
+
+
 class Words:
     """The words of an answer under `auto` while it streams: the JSON string of `{"content": "..."}`
-    decoded as far as it has arrived, so a text answer streams like one without tools. An answer that
-    turns out to be tool calls gives nothing here (it is sent whole once it has been parsed)."""
+    decoded as far as it has arrived, so a text answer streams like one without tools (`typed`: the
+    format's JSON as it arrives, once its first key shows it is not a call). An answer that turns out to
+    be tool calls gives nothing here (it is sent whole once it has been parsed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, typed: bool = False) -> None:
+        self.typed = typed
         self.raw = ""
         self.speaking: bool | None = None  # None: not known yet (the first key has not arrived)
         self.start = 0  # where the string's characters begin in `raw`
@@ -189,15 +231,26 @@ class Words:
         """Take the next piece of the answer; the words it completes (maybe none)."""
         self.raw += text
         if self.speaking is None:
-            key = _KEY.match(self.raw)
-            if key is None or (key.group(1) == "content" and not key.group(0).endswith('"')):
-                return ""
-            self.speaking, self.start = key.group(1) == "content", key.end()
+            self.speaking = self._typed_speaking() if self.typed else self._speaking()
         if not self.speaking:
             return ""
-        words = _string_prefix(self.raw[self.start :])
+        words = self.raw if self.typed else _string_prefix(self.raw[self.start :])
         piece, self.sent = words[len(self.sent) :], words
         return piece
+
+    def _speaking(self) -> bool | None:
+        key = _KEY.match(self.raw)
+        if key is None or (key.group(1) == "content" and not key.group(0).endswith('"')):
+            return None
+        self.start = key.end()
+        return key.group(1) == "content"
+
+    def _typed_speaking(self) -> bool | None:
+        begun = self.raw.lstrip()
+        if begun and not begun.startswith("{"):
+            return True  # a format that is not an object
+        key = _FIRST_KEY.match(self.raw)
+        return None if key is None else key.group(1) != "tool_calls"
 
 
 def _string_prefix(body: str) -> str:
