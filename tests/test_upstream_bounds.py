@@ -119,6 +119,16 @@ def test_a_polite_upstream_answers_whole_and_stops(start: Start) -> None:
     assert answer.text() == "".join(WORDS) and end.stats.generated_tokens == len(WORDS)
 
 
+def test_the_upstream_is_asked_for_no_more_than_the_context_leaves(start: Start) -> None:
+    """A /v1 request without max_tokens asks for engine.max_tokens_limit; vLLM refuses a prompt and max_tokens
+    longer than its context, so the upstream is asked for at most the room the prompt leaves (n_ctx 2048)."""
+    upstream = start("polite")
+    _job, answer = upstream.ask(max_tokens=4096)
+    assert isinstance(answer.end(), Done)
+    asked = upstream.fake.served[0].asked["max_tokens"]
+    assert 2000 < asked < 2048, asked
+
+
 def test_an_upstream_that_ignores_max_tokens_is_cut_at_them_and_its_request_closed(start: Start) -> None:
     upstream = start("ignores_max_tokens")
     _job, answer = upstream.ask(max_tokens=50)

@@ -133,6 +133,8 @@ class UpstreamBackend:
             prompt_tokens = self._count(request)
             if self._n_ctx - prompt_tokens < MIN_ROOM:
                 raise overflow(prompt_tokens, self._n_ctx)
+            # at most the room the context leaves (vLLM refuses a prompt and max_tokens longer than its context)
+            body["max_tokens"] = min(body["max_tokens"], self._n_ctx - prompt_tokens)
             with deadline(hangup, self._config.upstream_answer_s, LATE):
                 self._stream(job_id, route, body, budget, hangup)
         except UpstreamError:
