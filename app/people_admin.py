@@ -12,7 +12,7 @@ from typing import Any
 from app.admin_sessions import AdminSessions
 from app.auth import hash_password
 from app.errors import NotFound, Refused
-from app.people import ROLES, ApiKey, PeopleStore, Role
+from app.people import ROLES, ApiKey, PeopleStore, Role, owner_of
 from app.settings import Settings
 
 _LONGEST_NAME = 64
@@ -58,6 +58,12 @@ class PeopleAdmin:
         """Whether this person's password was reset: they set a new one before anything else."""
         found = self.store.person(name)
         return found is not None and found.must_change
+
+    def owner_of_login(self, name: str) -> str:
+        """Whose rows a page login's are: a person made here by their stable id (`person:<id>`: kept through a
+        rename, never given to the next person of the same name); a login of the settings file by its name."""
+        found = self.store.person(name)
+        return owner_of(found.id) if found is not None and found.id else f"user:{name}"
 
     def any_people(self) -> bool:
         """Whether anyone logs in to the pages (the `admin` made of the admin password alone does not count)."""
@@ -135,7 +141,7 @@ class PeopleAdmin:
         if not self.store.rename(name, new):
             raise Refused(f"there is no person named {name!r}, or {new!r} is taken")
         self._end(name)
-        self._record(who, "rename person", f"{name} → {new}: their conversations, uploads and keys go with them")
+        self._record(who, "rename person", f"{name} → {new}: their conversations, uploads and keys stay theirs")
         return f"✅ {name} is {new} now (their conversations and keys stay theirs); they log in with the new name."
 
     def set_disabled(self, token: str | None, name: str, disabled: bool, *, where: str) -> str:
@@ -179,8 +185,12 @@ class PeopleAdmin:
         if not self.store.remove(name):
             raise NotFound(f"there is no person named {name!r}")
         self._end(name)
-        self._record(who, "remove person", f"{name}: their sessions ended and their API keys revoked")
-        return f"✅ {name} is removed; their sessions ended and their API keys are revoked."
+        self._record(who, "remove person", f"{name}: their sessions ended, their API keys revoked, their rows no one's")
+        return (
+            f"✅ {name} is removed; their sessions ended and their API keys are revoked. Their conversations and "
+            "extraction runs are no one's now: kept in the database (and its backups), seen by no one, not by a "
+            f"new person named {name} either; the documents they uploaded stay, for an admin alone to delete."
+        )
 
     def _made_here(self, name: str) -> str:
         name = _name(name)

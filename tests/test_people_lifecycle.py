@@ -88,15 +88,16 @@ def test_a_renamed_person_keeps_their_conversations_and_keys(tmp_path: Path) -> 
     token = box.login(ADMIN_PW)
     box.people.add_person(token, "alice", "alice-pw-123", "user", where="test")
     box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
-    mine, theirs = chats.create("", owner="user:alice"), chats.create("", owner="user:bob")
+    alice, bob = box.people.owner_of_login("alice"), box.people.owner_of_login("bob")
+    mine, theirs = chats.create("", owner=alice), chats.create("", owner=bob)
     key = box.people.create_key(token, "agent", "alice", where="test")
     page.tokens["alice-cookie"] = "alice"
     with pytest.raises(Refused, match="taken"):
         box.people.rename(token, "alice", "bob", where="test")
     box.people.rename(token, "alice", "alicia", where="test")
     assert page.tokens == {}  # logged in under the old name: logs in again
-    assert [c.id for c in chats.recent("user:alicia")] == [mine]
-    assert chats.recent("user:alice") == [] and [c.id for c in chats.recent("user:bob")] == [theirs]
+    assert box.people.owner_of_login("alicia") == alice  # her id, not her name, owns what is hers
+    assert [c.id for c in chats.recent(alice)] == [mine] and [c.id for c in chats.recent(bob)] == [theirs]
     assert box.people.key_owner(key.secret) == "alicia"  # what the key does now is alicia's
     assert page_login(logins, "alicia", "alice-pw-123") is True
     assert page_login(logins, "alice", "alice-pw-123") is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from urllib.parse import unquote
 
 import gradio as gr
@@ -39,22 +40,38 @@ def throttle_key(request: gr.Request | None) -> str:
 UNKNOWN_PAGE = "page:unknown"
 
 
-def owner_of(request: gr.Request | None) -> str:
-    """Whose conversations and runs, for a client of the named endpoints: the login's; else, for a live API
-    key made on the admin page, its owner's (app/guards.py `KeyOwners` vouches for the header); else the
-    token the client keeps (the `X-Quartet-Client` header, or the API key it sends as a bearer), never
-    stored as sent; else this connection's own (a gradio_client `Client`'s session: gone with it)."""
-    login = _login(request)
-    if login:
-        return login
-    headers = getattr(request, "headers", None) or {}
-    vouched = str(headers.get(OWNER_HEADER) or "")
-    if vouched:
-        return f"user:{unquote(vouched)}"
-    token = _client_token(request)
-    if token:
-        return "client:" + hashlib.sha256(token.encode()).hexdigest()[:32]
-    return f"session:{session_of(request)}"
+class Owners:
+    """Whose rows a caller's are. A login is owned by what `of_login(name)` says (app/people_admin.py: a
+    person's stable id, never their name, which can change or be reused); the tabs and endpoints get one."""
+
+    def __init__(self, of_login: Callable[[str], str]) -> None:
+        self.of_login = of_login
+
+    def owner_of(self, request: gr.Request | None) -> str:
+        """Whose conversations and runs, for a client of the named endpoints: the login's; else, for a live API
+        key made on the admin page, its owner's (app/guards.py `KeyOwners` vouches for the header); else the
+        token the client keeps (the `X-Quartet-Client` header, or the API key it sends as a bearer), never
+        stored as sent; else this connection's own (a gradio_client `Client`'s session: gone with it)."""
+        login = self._login(request)
+        if login:
+            return login
+        headers = getattr(request, "headers", None) or {}
+        vouched = str(headers.get(OWNER_HEADER) or "")
+        if vouched:
+            return self.of_login(unquote(vouched))
+        token = _client_token(request)
+        if token:
+            return "client:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+        return f"session:{session_of(request)}"
+
+    def page_owner(self, request: gr.Request | None, browser_id: str | None) -> str:
+        """Whose conversations, for a page: the login's when people log in, else the browser's own random id,
+        else nobody's yet (UNKNOWN_PAGE)."""
+        return self._login(request) or (f"browser:{browser_id}" if browser_id else UNKNOWN_PAGE)
+
+    def _login(self, request: gr.Request | None) -> str | None:
+        username = getattr(request, "username", None) if request is not None else None
+        return self.of_login(username) if username else None
 
 
 def _client_token(request: gr.Request | None) -> str | None:
@@ -66,17 +83,6 @@ def _client_token(request: gr.Request | None) -> str | None:
     if not token and bearer.lower().startswith("bearer ") and bearer[7:].strip():
         token = "key:" + bearer[7:].strip()
     return token or None
-
-
-def page_owner(request: gr.Request | None, browser_id: str | None) -> str:
-    """Whose conversations, for a page: the login's when people log in, else the browser's own random id,
-    else nobody's yet (UNKNOWN_PAGE)."""
-    return _login(request) or (f"browser:{browser_id}" if browser_id else UNKNOWN_PAGE)
-
-
-def _login(request: gr.Request | None) -> str | None:
-    username = getattr(request, "username", None) if request is not None else None
-    return f"user:{username}" if username else None
 
 
 def session_of(request: gr.Request | None) -> str:
