@@ -163,6 +163,20 @@ class PeopleStore:
                 self._database.after_commit(self._reload_keys)
         return True
 
+    def reset(self, name: str, password_hash: str) -> int | None:
+        """A reset password, to be changed at their next login, and every live key of theirs revoked, in one
+        transaction (a reset usually follows a compromise): how many keys were revoked; None: no such person."""
+        at = now()
+        with self._database.atomic() as db:
+            if not db.table("people").count_where("name = ?", [name]):
+                return None
+            db.table("people").update(name, {"password_hash": password_hash, "must_change": 1, "changed_at": at})
+            revoked = db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE owner = ? AND revoked_at IS NULL", [at, name]
+            ).rowcount
+            self._database.after_commit(self._reload_keys)
+        return revoked
+
     def rename(self, old: str, new: str) -> bool:
         """Rename in one transaction, their keys with them (their other rows are owned by their id, which
         stays). False when `old` is not a person or `new` is taken."""

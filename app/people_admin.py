@@ -115,11 +115,15 @@ class PeopleAdmin:
         who = self._who(token, where)
         _password(password)
         name = self._made_here(name)
-        if not self.store.change(name, password_hash=hash_password(password), must_change=True):
+        revoked = self.store.reset(name, hash_password(password))
+        if revoked is None:
             raise NotFound(f"there is no person named {name!r}")
         self._end(name)
-        self._record(who, "reset password", f"{name}: their sessions ended; they set a new one at their next login")
-        return f"✅ {name}'s password is reset: they log in with it once and then set a new one (at /password)."
+        self._record(who, "reset password", f"{name}: sessions ended, API keys revoked ({revoked}); they set a new one")
+        return (
+            f"✅ {name}'s password is reset: they log in with it once and then set a new one (at /password). Every "
+            f"API key of theirs is revoked ({revoked}), as a reset usually follows a compromise: they make new ones."
+        )
 
     def change_own_password(self, name: str, password: str, new: str, *, client: str) -> str:
         """A person sets a new password with their current one (throttled as the logins are); what a reset

@@ -192,3 +192,27 @@ def test_a_person_added_on_a_box_started_without_logins_is_told_they_log_in_afte
     assert "after a restart" in said and "can log in now" not in said
     box.people.logins_on = True
     assert "can log in now" in box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
+
+
+def test_a_password_reset_revokes_the_persons_api_keys(tmp_path: Path) -> None:
+    """A reset usually follows a compromise: the keys made while the password was known to someone else go
+    with it, at once (issue 47, item 10); another person's keys stay."""
+    box = Box(tmp_path / "q.db")
+    token = box.login(ADMIN_PW)
+    box.people.add_person(token, "dora", "dora-pw-1234", "user", where="test")
+    box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
+    given, own = (
+        box.people.create_key(token, "agent", "dora", where="test"),
+        box.people.create_own_key("dora", "cli", where="test"),
+    )
+    bobs = box.people.create_key(token, "bob's agent", "bob", where="test")
+    said = box.people.reset_password(token, "dora", "temporary-pw", where="test")
+    assert "Every API key of theirs is revoked (2)" in said
+    for key in (given, own):
+        assert not box.keys.allows(f"Bearer {key.secret}") and box.people.key_owner(key.secret) is None
+    assert box.keys.allows(f"Bearer {bobs.secret}")
+    assert {k.id for k in box.people.keys(token) if k.revoked_at} == {given.key.id, own.key.id}
+    assert ("admin (test)", "reset password") in [(w, a) for w, a, _, _ in box.log]
+    box.people.change_own_password("dora", "temporary-pw", "dora-own-pw-1", client="127.0.0.1")
+    assert not box.keys.allows(f"Bearer {own.secret}")  # her own new password brings no old key back
+    assert box.keys.allows(f"Bearer {box.people.create_own_key('dora', 'new cli', where='test').secret}")
