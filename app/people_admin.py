@@ -74,6 +74,10 @@ class PeopleAdmin:
         found = self.store.key_owner(secret)
         return None if found is None else found[1]
 
+    def check_holder(self, token: str | None, login: str | None) -> None:
+        """AdminDenied unless the page login `login` opened the session of `token`."""
+        self.sessions.check_holder(token, login)
+
     def _who(self, token: str | None, where: str) -> str:
         return self.sessions.named(token, where)
 

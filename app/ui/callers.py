@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 from collections.abc import Callable
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 import gradio as gr
@@ -14,6 +17,7 @@ from app.guards import OWNER_HEADER
 # The header a client of the named endpoints keeps its identity in (gradio_client: `headers=`).
 CLIENT_HEADER = "X-Quartet-Client"
 _SHORTEST_TOKEN = 16
+Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
 def client_address(request: gr.Request | None) -> str:
@@ -24,6 +28,31 @@ def client_address(request: gr.Request | None) -> str:
 def acted_from(request: gr.Request | None) -> str:
     """Where an admin action came from, as the admin log names it ("web <address>")."""
     return f"web {client_address(request)}"
+
+
+def login_of(request: gr.Request | None) -> str | None:
+    """The page login of the request (None: the pages have no logins)."""
+    return getattr(request, "username", None) if request is not None else None
+
+
+def held(check: Callable[[str | None, str | None], None]) -> Callable[[Handler], Handler]:
+    """A named endpoint that takes `admin_token`, refused unless its caller's page login opened that admin
+    session (`check(token, login)` raises AdminDenied: app/admin_sessions.py `check_holder`). An empty token
+    is passed on (the endpoint then acts as no admin, or the service refuses it as no session)."""
+
+    def wrap(handler: Handler) -> Handler:
+        signature = inspect.signature(handler)
+
+        @functools.wraps(handler)
+        def called(*args: Any, **kwargs: Any) -> Any:
+            given = signature.bind_partial(*args, **kwargs).arguments
+            if given.get("admin_token"):
+                check(given["admin_token"], login_of(given.get("request")))
+            return handler(*args, **kwargs)
+
+        return cast(Handler, called)
+
+    return wrap
 
 
 def throttle_key(request: gr.Request | None) -> str:

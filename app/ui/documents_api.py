@@ -13,7 +13,7 @@ from app.errors import QuartetError
 from app.knowledge.answer import Answerer, Source
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.ui.callers import Owners
+from app.ui.callers import Owners, held
 from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
@@ -65,6 +65,7 @@ def register(
         return "queued"
 
     @explained
+    @held(admin.check_holder)
     def delete_document(document_id: int, admin_token: str = "", request: gr.Request = None) -> bool:  # type: ignore[assignment]
         """Remove a document from the index (and its file, when it lives in the kb folder): one the caller
         uploaded, or, with the admin session's token, any."""
