@@ -67,12 +67,17 @@ class AdminService:
 
     # -- sessions (app/admin_sessions.py) -------------------------------------------------------
 
-    def login(self, password: str, *, who: str, client: str, name: str = "") -> str:
-        """An admin session token: the configured admin password (no name), or an admin person's own."""
-        return self.sessions.login(password, who=who, client=client, name=name)
+    def login(self, password: str, *, who: str, client: str, name: str = "", login: str | None = None) -> str:
+        """An admin session token: the configured admin password (no name), or an admin person's own; for
+        the page login `login` alone (app/admin_sessions.py)."""
+        return self.sessions.login(password, who=who, client=client, name=name, login=login)
 
     def check(self, token: str | None) -> None:
         self.sessions.check(token)
+
+    def check_holder(self, token: str | None, login: str | None) -> None:
+        """AdminDenied unless the page login `login` opened the session of `token`."""
+        self.sessions.check_holder(token, login)
 
     def upload_ticket(self, token: str | None) -> str:
         """Admin only: the session's upload ticket (the page keeps it as a cookie for the restore upload)."""

@@ -5,6 +5,10 @@ A session opened by a person is checked against the database at every action: on
 removed, disabled, loses the admin role or has their password reset, their sessions are refused at once. Each
 session also has an upload ticket, which the admin page's browser sends as a cookie so that the restore
 upload (far larger than a document) is taken from an admin only (app/page_logins.py `AdminUploads`).
+
+A session is bound to the page login that opened it (none on a box without page logins): a named endpoint
+that takes the token checks its caller's login with `check_holder` (app/ui/callers.py `held`), so a token
+another logged-in person got hold of is refused, and the session it belongs to ended.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Session:
     name: str  # the person's, or CONFIGURED
     expires: float
     ticket: str
+    login: str | None = None  # the page login of the request that opened it (None: the pages have no logins)
 
 
 class AdminSessions:
@@ -45,10 +50,11 @@ class AdminSessions:
         self._throttle = LoginThrottle()
         self._dummy = hash_password("not a password")  # an unknown name costs what a known one does
 
-    def login(self, password: str, *, who: str, client: str, name: str = "") -> str:
+    def login(self, password: str, *, who: str, client: str, name: str = "", login: str | None = None) -> str:
         """A session token for the right password: the configured admin's (no name), or the named
         person's when they have the admin role. `client` is whom the throttle counts (app/ui/callers.py
-        `throttle_key`); `who` goes to the log."""
+        `throttle_key`); `who` goes to the log; `login` is the page login of the request, which alone may
+        use the token."""
         name = name.strip() if isinstance(name, str) else ""
         who = f"{name or 'admin'} ({who})"
         stored = self.people.password_hash(name) if name else self._admin_hash()
@@ -79,7 +85,9 @@ class AdminSessions:
             raise AdminDenied(f"{name} may not use the admin page: ask an admin for the admin role")
         token = secrets.token_urlsafe(24)
         with self._lock:
-            self._sessions[token] = Session(name, time.monotonic() + SESSION_S, secrets.token_urlsafe(24))
+            self._sessions[token] = Session(
+                name, time.monotonic() + SESSION_S, secrets.token_urlsafe(24), login or None
+            )
         self._record(who, "login", f"admin session opened for {name or 'the configured admin'}")
         return token
 
@@ -109,6 +117,27 @@ class AdminSessions:
             self.end(session.name)
             raise AdminDenied(f"{session.name} is no longer an admin (or is disabled): the admin session has ended")
         return session
+
+    def check_holder(self, token: str | None, login: str | None) -> None:
+        """AdminDenied unless `login` (the page login of the request that sends `token`) opened that session.
+        A token sent from another login got out: the session is refused, and ended, and the log says so."""
+        session = self.check(token)
+        if session.login == (login or None):
+            return
+        with self._lock:
+            self._sessions.pop(str(token), None)
+        opener = session.login or "a page without a login"
+        self._record(
+            f"{login or 'a page without a login'}",
+            "admin session",
+            f"refused: the token of {session.name or 'the configured admin'}'s session (opened by {opener}) was "
+            "sent from another login; that session is ended",
+            ok=False,
+        )
+        raise AdminDenied(
+            "this admin session was opened by another login, so it is not yours to use (and it is now ended): "
+            "open your own with admin_login"
+        )
 
     def named(self, token: str | None, where: str) -> str:
         """Who acts, for the admin log: the session's admin by name, and where from (AdminDenied: no session)."""

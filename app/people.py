@@ -1,10 +1,13 @@
 """People (page logins with a role) and API keys made on the admin page, in the app's SQLite file.
 
-A person's password is stored as `app.auth.hash_password` makes it (PBKDF2-SHA256), as `web.users` holds
-them. An API key is 32 random bytes shown once when it is made; only its SHA-256 is kept (a key is not a
-password a person chose: a slow hash adds nothing to 256 random bits), with its name, owner, creation and
-last use. The live keys are held in memory as well (refreshed after every commit that changes them), so
-the /v1 gate checks a key without a query and a revoked key is refused by the next request.
+Each person has a stable id, made when they are added and never reused: what is theirs (conversations,
+extraction runs, uploads) is owned by `person:<id>` (`owner_of`), so a rename keeps it theirs and a new
+person given a removed person's name starts with nothing. A person's password is stored as
+`app.auth.hash_password` makes it (PBKDF2-SHA256), as `web.users` holds them. An API key is 32 random
+bytes shown once when it is made; only its SHA-256 is kept (a key is not a password a person chose: a
+slow hash adds nothing to 256 random bits), with its name, owner, creation and last use. The live keys
+are held in memory as well (refreshed after every commit that changes them), so the /v1 gate checks a
+key without a query and a revoked key is refused by the next request. The tables: app/people_migrations.py.
 """
 
 from __future__ import annotations
@@ -18,46 +21,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import sqlite_utils
-
 from app.database import Database, now
+from app.people_migrations import MIGRATIONS
+
+__all__ = ["MIGRATIONS", "ROLES", "ApiKey", "PeopleStore", "Person", "Role", "digest_of", "made_here", "owner_of"]
 
 Role = Literal["admin", "user"]
 ROLES: tuple[Role, ...] = ("admin", "user")
 KEY_PREFIX = "qk-"
+REMOVED = "(removed) "  # what a removed person's keys are owned by, before their name
 _USE_EVERY_S = 30.0  # a key's last use is written at most this often (the gate must not write per request)
 
-MIGRATIONS = sqlite_utils.Migrations("people")
+
+def new_id() -> str:
+    return secrets.token_hex(8)
 
 
-@MIGRATIONS(name="001_people_and_keys")
-def _m001(db: sqlite_utils.Database) -> None:
-    db.table("people").create(
-        {"name": str, "password_hash": str, "role": str, "created_at": str, "changed_at": str}, pk="name"
-    )
-    db.table("api_keys").create(
-        {
-            "id": str,
-            "name": str,
-            "owner": str,
-            "digest": str,
-            "shown": str,
-            "created_at": str,
-            "created_by": str,
-            "last_used_at": str,
-            "revoked_at": str,
-        },
-        pk="id",
-        not_null={"digest"},
-    )
-    db.table("api_keys").create_index(["digest"], unique=True)
-
-
-@MIGRATIONS(name="002_disabled_must_change_upgraded")
-def _m002(db: sqlite_utils.Database) -> None:
-    db.table("people").add_column("disabled_at", str)  # set: refused everywhere, nothing of theirs deleted
-    db.table("people").add_column("must_change", int, not_null_default=0)  # a reset password: set a new one
-    db.table("people").add_column("upgraded", int, not_null_default=0)  # `admin`, made of web.admin_password_hash
+def owner_of(person_id: str) -> str:
+    """What a person's rows are owned by: their id, never their name (a name can change or be reused)."""
+    return f"person:{person_id}"
 
 
 @dataclass(frozen=True)
@@ -69,10 +51,7 @@ class Person:
     disabled: bool = False
     must_change: bool = False
     upgraded: bool = False  # made at a start from the settings' admin password (not a page login of its own)
-
-
-# Where an owner is written as "user:<login>": a rename moves these rows with the person.
-OWNED = (("conversations", "owner"), ("extraction_runs", "owner"), ("uploaders", "owner"))
+    id: str = ""  # stable: what owns their rows (`owner_of`)
 
 
 @dataclass(frozen=True)
@@ -153,6 +132,7 @@ class PeopleStore:
         with self._database.atomic() as db:
             if db.table("people").count_where("name = ?", [name]):
                 return False
+            row["id"] = new_id()
             db.table("people").insert(row | {"upgraded": int(upgraded)})
         return True
 
@@ -183,9 +163,23 @@ class PeopleStore:
                 self._database.after_commit(self._reload_keys)
         return True
 
+    def reset(self, name: str, password_hash: str) -> int | None:
+        """A reset password, to be changed at their next login, and every live key of theirs revoked, in one
+        transaction (a reset usually follows a compromise): how many keys were revoked; None: no such person."""
+        at = now()
+        with self._database.atomic() as db:
+            if not db.table("people").count_where("name = ?", [name]):
+                return None
+            db.table("people").update(name, {"password_hash": password_hash, "must_change": 1, "changed_at": at})
+            revoked = db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE owner = ? AND revoked_at IS NULL", [at, name]
+            ).rowcount
+            self._database.after_commit(self._reload_keys)
+        return revoked
+
     def rename(self, old: str, new: str) -> bool:
-        """Rename in one transaction, moving what is theirs with them: the rows owned by `user:<old>`, their
-        keys. False when `old` is not a person or `new` is taken."""
+        """Rename in one transaction, their keys with them (their other rows are owned by their id, which
+        stays). False when `old` is not a person or `new` is taken."""
         with self._database.atomic() as db:
             if not db.table("people").count_where("name = ?", [old]) or db.table("people").count_where(
                 "name = ?", [new]
@@ -194,19 +188,19 @@ class PeopleStore:
             db.execute("UPDATE people SET name = ?, changed_at = ? WHERE name = ?", [new, now(), old])
             db.execute("UPDATE api_keys SET owner = ? WHERE owner = ?", [new, old])
             db.execute("UPDATE api_keys SET created_by = ? WHERE created_by = ?", [new, old])
-            for table, column in OWNED:
-                if db.table(table).exists():
-                    db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", [f"user:{new}", f"user:{old}"])
             self._database.after_commit(self._reload_keys)
         return True
 
     def remove(self, name: str) -> bool:
-        """False when there is no such person. Their keys are revoked with them."""
+        """False when there is no such person. Their keys are revoked with them and named `(removed) <name>`
+        (a name of no one: a person's name never starts with "("); their other rows stay owned by their id,
+        which no one has again: they are no one's."""
         with self._database.atomic() as db:
             if not db.table("people").count_where("name = ?", [name]):
                 return False
             db.table("people").delete(name)
             db.execute("UPDATE api_keys SET revoked_at = ? WHERE owner = ? AND revoked_at IS NULL", [now(), name])
+            db.execute("UPDATE api_keys SET owner = ? WHERE owner = ?", [f"{REMOVED}{name}", name])
             self._database.after_commit(self._reload_keys)
         return True
 
@@ -293,6 +287,7 @@ def _person(r: dict[str, object]) -> Person:
         disabled=bool(r.get("disabled_at")),
         must_change=bool(r.get("must_change")),
         upgraded=bool(r.get("upgraded")),
+        id=str(r.get("id") or ""),
     )
 
 

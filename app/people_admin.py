@@ -12,7 +12,7 @@ from typing import Any
 from app.admin_sessions import AdminSessions
 from app.auth import hash_password
 from app.errors import NotFound, Refused
-from app.people import ROLES, ApiKey, PeopleStore, Role
+from app.people import ROLES, ApiKey, PeopleStore, Role, owner_of
 from app.settings import Settings
 
 _LONGEST_NAME = 64
@@ -59,6 +59,12 @@ class PeopleAdmin:
         found = self.store.person(name)
         return found is not None and found.must_change
 
+    def owner_of_login(self, name: str) -> str:
+        """Whose rows a page login's are: a person made here by their stable id (`person:<id>`: kept through a
+        rename, never given to the next person of the same name); a login of the settings file by its name."""
+        found = self.store.person(name)
+        return owner_of(found.id) if found is not None and found.id else f"user:{name}"
+
     def any_people(self) -> bool:
         """Whether anyone logs in to the pages (the `admin` made of the admin password alone does not count)."""
         return any(not p.upgraded for p in self.store.people())
@@ -67,6 +73,10 @@ class PeopleAdmin:
         """The person a live key made here belongs to ("" for the configured admin's; None: no such key)."""
         found = self.store.key_owner(secret)
         return None if found is None else found[1]
+
+    def check_holder(self, token: str | None, login: str | None) -> None:
+        """AdminDenied unless the page login `login` opened the session of `token`."""
+        self.sessions.check_holder(token, login)
 
     def _who(self, token: str | None, where: str) -> str:
         return self.sessions.named(token, where)
@@ -109,11 +119,15 @@ class PeopleAdmin:
         who = self._who(token, where)
         _password(password)
         name = self._made_here(name)
-        if not self.store.change(name, password_hash=hash_password(password), must_change=True):
+        revoked = self.store.reset(name, hash_password(password))
+        if revoked is None:
             raise NotFound(f"there is no person named {name!r}")
         self._end(name)
-        self._record(who, "reset password", f"{name}: their sessions ended; they set a new one at their next login")
-        return f"✅ {name}'s password is reset: they log in with it once and then set a new one (at /password)."
+        self._record(who, "reset password", f"{name}: sessions ended, API keys revoked ({revoked}); they set a new one")
+        return (
+            f"✅ {name}'s password is reset: they log in with it once and then set a new one (at /password). Every "
+            f"API key of theirs is revoked ({revoked}), as a reset usually follows a compromise: they make new ones."
+        )
 
     def change_own_password(self, name: str, password: str, new: str, *, client: str) -> str:
         """A person sets a new password with their current one (throttled as the logins are); what a reset
@@ -135,7 +149,7 @@ class PeopleAdmin:
         if not self.store.rename(name, new):
             raise Refused(f"there is no person named {name!r}, or {new!r} is taken")
         self._end(name)
-        self._record(who, "rename person", f"{name} → {new}: their conversations, uploads and keys go with them")
+        self._record(who, "rename person", f"{name} → {new}: their conversations, uploads and keys stay theirs")
         return f"✅ {name} is {new} now (their conversations and keys stay theirs); they log in with the new name."
 
     def set_disabled(self, token: str | None, name: str, disabled: bool, *, where: str) -> str:
@@ -179,8 +193,12 @@ class PeopleAdmin:
         if not self.store.remove(name):
             raise NotFound(f"there is no person named {name!r}")
         self._end(name)
-        self._record(who, "remove person", f"{name}: their sessions ended and their API keys revoked")
-        return f"✅ {name} is removed; their sessions ended and their API keys are revoked."
+        self._record(who, "remove person", f"{name}: their sessions ended, their API keys revoked, their rows no one's")
+        return (
+            f"✅ {name} is removed; their sessions ended and their API keys are revoked. Their conversations and "
+            "extraction runs are no one's now: kept in the database (and its backups), seen by no one, not by a "
+            f"new person named {name} either; the documents they uploaded stay, for an admin alone to delete."
+        )
 
     def _made_here(self, name: str) -> str:
         name = _name(name)

@@ -158,10 +158,13 @@ def test_the_extraction_tab_gets_only_its_service() -> None:
 
     from app.extraction.service import ExtractionService
     from app.ui import extraction_api, extraction_tab
+    from app.ui.callers import Owners
 
     for module in (extraction_tab.build, extraction_api.register):
         hints = [p.annotation for p in inspect.signature(module).parameters.values()]
-        assert hints in (["ExtractionService"], [ExtractionService]), f"{module.__qualname__} takes {hints}"
+        assert hints in (["ExtractionService", "Owners"], [ExtractionService, Owners]), (
+            f"{module.__qualname__} takes {hints}"
+        )
     registering = sorted(
         p.name for p in (ROOT / "app/ui").glob("*.py") if 'api_name="extract' in p.read_text(encoding="utf-8")
     )

@@ -88,15 +88,16 @@ def test_a_renamed_person_keeps_their_conversations_and_keys(tmp_path: Path) -> 
     token = box.login(ADMIN_PW)
     box.people.add_person(token, "alice", "alice-pw-123", "user", where="test")
     box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
-    mine, theirs = chats.create("", owner="user:alice"), chats.create("", owner="user:bob")
+    alice, bob = box.people.owner_of_login("alice"), box.people.owner_of_login("bob")
+    mine, theirs = chats.create("", owner=alice), chats.create("", owner=bob)
     key = box.people.create_key(token, "agent", "alice", where="test")
     page.tokens["alice-cookie"] = "alice"
     with pytest.raises(Refused, match="taken"):
         box.people.rename(token, "alice", "bob", where="test")
     box.people.rename(token, "alice", "alicia", where="test")
     assert page.tokens == {}  # logged in under the old name: logs in again
-    assert [c.id for c in chats.recent("user:alicia")] == [mine]
-    assert chats.recent("user:alice") == [] and [c.id for c in chats.recent("user:bob")] == [theirs]
+    assert box.people.owner_of_login("alicia") == alice  # her id, not her name, owns what is hers
+    assert [c.id for c in chats.recent(alice)] == [mine] and [c.id for c in chats.recent(bob)] == [theirs]
     assert box.people.key_owner(key.secret) == "alicia"  # what the key does now is alicia's
     assert page_login(logins, "alicia", "alice-pw-123") is True
     assert page_login(logins, "alice", "alice-pw-123") is False
@@ -191,3 +192,27 @@ def test_a_person_added_on_a_box_started_without_logins_is_told_they_log_in_afte
     assert "after a restart" in said and "can log in now" not in said
     box.people.logins_on = True
     assert "can log in now" in box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
+
+
+def test_a_password_reset_revokes_the_persons_api_keys(tmp_path: Path) -> None:
+    """A reset usually follows a compromise: the keys made while the password was known to someone else go
+    with it, at once (issue 47, item 10); another person's keys stay."""
+    box = Box(tmp_path / "q.db")
+    token = box.login(ADMIN_PW)
+    box.people.add_person(token, "dora", "dora-pw-1234", "user", where="test")
+    box.people.add_person(token, "bob", "bob-pw-12345", "user", where="test")
+    given, own = (
+        box.people.create_key(token, "agent", "dora", where="test"),
+        box.people.create_own_key("dora", "cli", where="test"),
+    )
+    bobs = box.people.create_key(token, "bob's agent", "bob", where="test")
+    said = box.people.reset_password(token, "dora", "temporary-pw", where="test")
+    assert "Every API key of theirs is revoked (2)" in said
+    for key in (given, own):
+        assert not box.keys.allows(f"Bearer {key.secret}") and box.people.key_owner(key.secret) is None
+    assert box.keys.allows(f"Bearer {bobs.secret}")
+    assert {k.id for k in box.people.keys(token) if k.revoked_at} == {given.key.id, own.key.id}
+    assert ("admin (test)", "reset password") in [(w, a) for w, a, _, _ in box.log]
+    box.people.change_own_password("dora", "temporary-pw", "dora-own-pw-1", client="127.0.0.1")
+    assert not box.keys.allows(f"Bearer {own.secret}")  # her own new password brings no old key back
+    assert box.keys.allows(f"Bearer {box.people.create_own_key('dora', 'new cli', where='test').secret}")

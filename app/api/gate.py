@@ -43,13 +43,20 @@ class Keys:
         keys = self.configured()
         if not keys and not self.any_made():
             return True
-        scheme, _, given = authorization.partition(" ")
-        token = given.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = bearer_key(authorization)
+        if not token:
             return False
         if any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
             return True
         return self.made(token) is not None  # a revoked key is out of the live ones at its revoke's commit
+
+
+def bearer_key(authorization: str) -> str:
+    """The key an Authorization header carries, as the gate reads it: "Bearer" in any case, then the key
+    with the spaces around it dropped ("" for a header that carries none). What is the caller's by its key
+    (app/api/response_store.py) is keyed by this, never by the header as sent."""
+    scheme, _, given = authorization.partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else ""
 
 
 def key_refused() -> ApiError:

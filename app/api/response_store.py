@@ -1,6 +1,7 @@
 """The Responses API's memory: each finished response, and the conversation it ends, kept per owner (the
-API key that asked, as a hash) so that `previous_response_id` continues it and `GET /v1/responses/{id}`
-shows it. In memory, the newest `limit` kept: a restart forgets them, as `store` is best effort here."""
+API key that asked, as the gate reads it, hashed: `bearer …` or two spaces are the same key) so that
+`previous_response_id` continues it and `GET /v1/responses/{id}` shows it. In memory, the newest `limit`
+kept: a restart forgets them, as `store` is best effort here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api.errors import ApiError
+from app.api.gate import bearer_key
 from app.api.request_models import ChatMessage
 
 
@@ -22,7 +24,9 @@ class Kept:
 
 
 def owner_of(authorization: str) -> str:
-    return hashlib.sha256(authorization.encode()).hexdigest()
+    """Whose responses a request's are: the SHA-256 of the key its Authorization header carries (the same key
+    however the header spells "Bearer" or spaces it; no key: the open API's one owner)."""
+    return hashlib.sha256(bearer_key(authorization).encode()).hexdigest()
 
 
 class ResponseStore:

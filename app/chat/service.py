@@ -46,8 +46,9 @@ class ConversationNotFound(NotFound):
 
 
 class ChatService:
-    """The chat feature's front door: conversations belong to an owner ("user:<login>" or
-    "browser:<id>"), and every method checks it. `session` names who waits for an answer (Stop)."""
+    """The chat feature's front door: conversations belong to an owner ("person:<id>", "user:<login>",
+    "browser:<id>", …: app/ui/callers.py), and every method checks it. `session` names who waits for an
+    answer (Stop)."""
 
     def __init__(
         self,

@@ -43,7 +43,8 @@ def _m001_conversations(db: sqlite_utils.Database) -> None:
 
 @MIGRATIONS(name="002_owner")
 def _m002_owner(db: sqlite_utils.Database) -> None:
-    # who a conversation belongs to: "user:<login>" or "browser:<random id>". Conversations from before
+    # who a conversation belongs to: "user:<login>" or "browser:<random id>" (a person made on the admin page:
+    # "person:<id>" since people's 003_stable_ids). Conversations from before
     # owners existed get "" and are listed to no one.
     db.table("conversations").add_column("owner", str, not_null_default="")
     db.table("conversations").create_index(["owner", "updated_at"])

@@ -11,7 +11,7 @@ import gradio as gr
 
 from app.admin import AdminService
 from app.errors import Refused
-from app.ui.callers import throttle_key
+from app.ui.callers import held, login_of, throttle_key
 from app.ui.errors import explained
 
 
@@ -20,26 +20,32 @@ def register(admin: AdminService) -> None:
     def admin_login(password: str, name: str = "", request: gr.Request = None) -> str:  # type: ignore[assignment]
         """Open an admin session; returns the token that admin endpoints need. `name` empty: the admin
         password of the settings; else a person with the admin role and their own password."""
-        return admin.login(password, who=_owner(request), client=throttle_key(request), name=name)
+        return admin.login(
+            password, who=_owner(request), client=throttle_key(request), name=name, login=login_of(request)
+        )
 
     @explained
+    @held(admin.check_holder)
     def switch_model(model_id: str, admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: switch to a catalog model; the old one is unloaded first, and comes back on failure."""
         info = admin.switch_model(admin_token, model_id, who=_owner(request))
         return {"model": info.name, "n_ctx": info.n_ctx, "load_s": round(info.load_s, 2), "backend": info.backend}
 
     @explained
-    def ping_cards(endpoints: list[str], admin_token: str) -> list[dict[str, Any]]:
+    @held(admin.check_holder)
+    def ping_cards(endpoints: list[str], admin_token: str, request: gr.Request = None) -> list[dict[str, Any]]:  # type: ignore[assignment]
         """Admin only: each endpoint's RPC port and health endpoint, changing nothing."""
         return admin.ping(admin_token, endpoints)
 
     @explained
+    @held(admin.check_holder)
     def set_cards(endpoints: list[str], admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: run the model on these card endpoints (N ≥ 1); every one must answer first."""
         info = admin.set_cards(admin_token, endpoints, who=_owner(request))
         return {"model": info.name, "cards": [c.endpoint for c in info.cards], "load_s": round(info.load_s, 2)}
 
     @explained
+    @held(admin.check_holder)
     def engine_settings(changes: dict[str, Any], admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: change n_ctx, n_threads, n_batch, n_ubatch, kv_type, tensor_split or parallel and
         reload (refused, with the numbers, when it would not fit the cards)."""
@@ -47,7 +53,8 @@ def register(admin: AdminService) -> None:
         return {"model": info.name, "n_ctx": info.n_ctx, "layers": {c.endpoint: list(c.layers) for c in info.cards}}
 
     @explained
-    def engine_settings_now(admin_token: str) -> dict[str, Any]:
+    @held(admin.check_holder)
+    def engine_settings_now(admin_token: str, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Admin only: the engine settings the page changes, as they are now, and where each comes from."""
         return admin.engine_settings(admin_token)
 
@@ -56,11 +63,13 @@ def register(admin: AdminService) -> None:
         return [row.model_dump() for row in admin.load_progress()]
 
     @explained
-    def admin_logs(admin_token: str) -> dict[str, str]:
+    @held(admin.check_holder)
+    def admin_logs(admin_token: str, request: gr.Request = None) -> dict[str, str]:  # type: ignore[assignment]
         """Admin only: the recent end of the app's log and of each local card agent's, by name."""
         return admin.logs(admin_token)
 
     @explained
+    @held(admin.check_holder)
     def backup(admin_token: str, request: gr.Request) -> str:
         """Admin only: a backup archive of the database, documents and page-made settings, offered once to this
         admin session: returns its path, `/admin/downloads/<key>`, to GET within 10 minutes with the header
@@ -68,6 +77,7 @@ def register(admin: AdminService) -> None:
         return admin.backup(admin_token, who=_owner(request)).url
 
     @explained
+    @held(admin.check_holder)
     def restore(archive: str | None, admin_token: str, request: gr.Request) -> str:
         """Admin only: check a backup archive whole and stage it; it replaces the data at the next start."""
         admin.check(admin_token)  # the session first: nothing is said to anyone else

@@ -18,7 +18,7 @@ from app.errors import Refused
 from app.people_admin import PeopleAdmin
 from app.telemetry.views import ApplianceStatus, LoadRow
 from app.ui import admin_backup, admin_people, panels
-from app.ui.callers import acted_from, throttle_key
+from app.ui.callers import acted_from, login_of, throttle_key
 from app.ui.errors import explained
 
 _EVERY_S = 1.0
@@ -121,7 +121,9 @@ def build(admin: AdminService, people: PeopleAdmin, status: Callable[[], Applian
 
         @explained
         def on_login(login_name: str, secret: str, request: gr.Request) -> tuple[Any, ...]:
-            opened = admin.login(secret, who=who(request), client=throttle_key(request), name=login_name)
+            opened = admin.login(
+                secret, who=who(request), client=throttle_key(request), name=login_name, login=login_of(request)
+            )
             current = admin.engine_settings(opened)
             shown = [current[name] for name in _SETTINGS] + [current["cards"], _origins(current["sources"])]
             return (

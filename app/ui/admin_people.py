@@ -38,7 +38,11 @@ def add(people: PeopleAdmin, token: gr.State) -> tuple[list[Any], list[Any]]:
         gr.Markdown(
             "People log in to the pages with their name and password; an admin also opens this page with "
             "them. A person removed, disabled, made a user or given a new password is logged out at once; "
-            "a reset password is used once, to set a new one (at /password). The people of the settings "
+            "a reset password is used once, to set a new one (at /password), and revokes every API key of "
+            "theirs (a reset usually follows a compromise: they make new ones). A person removed has their API "
+            "keys revoked, and their conversations and extraction runs become no one's: kept, seen by no one "
+            "(the admin neither), not by a new person given the same name; the documents they uploaded stay, "
+            "for an admin alone to delete. The people of the settings "
             "file are listed and changed there. Page logins start when the app starts with at least one "
             "person: the first person added to a box started without any logs in after a restart."
         )

@@ -13,12 +13,12 @@ import gradio as gr
 from app.chat.service import ChatService
 from app.errors import QuartetError
 from app.ui import display
-from app.ui.callers import owner_of, session_of
+from app.ui.callers import Owners, session_of
 from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
-def register(chat: ChatService, *, updates_per_s: float) -> None:
+def register(chat: ChatService, owners: Owners, *, updates_per_s: float) -> None:
     @explained
     def chat_(
         message: str,
@@ -28,7 +28,7 @@ def register(chat: ChatService, *, updates_per_s: float) -> None:
         request: gr.Request = None,  # type: ignore[assignment]
     ) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Stream an answer: yields (answer so far, conversation id, progress). Errors end the call."""
-        owner = owner_of(request)
+        owner = owners.owner_of(request)
         cid = chat.open(conversation_id or None, owner=owner, system_prompt=system_prompt or None)
         updates = chat.send(cid, message, owner=owner, session=session_of(request), max_tokens=max_tokens or None)
         for update in display.throttle(updates, updates_per_s):
@@ -50,14 +50,14 @@ def register(chat: ChatService, *, updates_per_s: float) -> None:
     @explained
     def history(conversation_id: str, request: gr.Request = None) -> list[dict[str, Any]]:  # type: ignore[assignment]
         """The saved messages of one of the caller's conversations, oldest first."""
-        messages = chat.history(conversation_id, owner=owner_of(request))
+        messages = chat.history(conversation_id, owner=owners.owner_of(request))
         return [{"role": m.role, "content": m.content, "status": m.status, "stats": m.stats} for m in messages]
 
     def conversations(query: str = "", request: gr.Request = None) -> list[dict[str, str]]:  # type: ignore[assignment]
         """The caller's conversations, newest first (with `query`: those that contain it)."""
         return [
             {"id": c.id, "title": c.title, "updated_at": c.updated_at}
-            for c in chat.recent(owner_of(request), query=query)
+            for c in chat.recent(owners.owner_of(request), query=query)
         ]
 
     gr.api(chat_, api_name="chat", concurrency_limit=ENGINE_LISTENERS, concurrency_id=ENGINE_QUEUE)

@@ -14,7 +14,7 @@ from app.chat.service import ChatService, ChatUpdate
 from app.chat.store import Conversation
 from app.errors import Refused
 from app.ui import chat_parts, display
-from app.ui.callers import UNKNOWN_PAGE, page_owner, session_of
+from app.ui.callers import UNKNOWN_PAGE, Owners, session_of
 from app.ui.chat_parts import owned, owned_id, renaming
 from app.ui.errors import explained
 from app.ui.rendering import LATEX
@@ -22,7 +22,10 @@ from app.ui.screens import Screens
 from app.ui.wiring import ENGINE_BOUND, MAY_REFUSE, QUIET, OnLoad
 
 
-def build(chat: ChatService, *, default_prompt: str, updates_per_s: float, identity_key: str, secret: str) -> OnLoad:
+def build(
+    chat: ChatService, owners: Owners, *, default_prompt: str, updates_per_s: float, identity_key: str, secret: str
+) -> OnLoad:
+    page_owner = owners.page_owner  # whose: the login's (a person's stable id), else the browser's
     # a random id: whose conversations these are; sealed with a key that outlives a restart (browser_secret.py)
     browser = gr.BrowserState(None, storage_key=identity_key, secret=secret)
     conversation = gr.BrowserState(None, storage_key=f"{identity_key}-conversation", secret=secret)

@@ -13,12 +13,14 @@ from app.errors import QuartetError
 from app.knowledge.answer import Answerer, Source
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.ui.callers import owner_of
+from app.ui.callers import Owners, held
 from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
-def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, admin: AdminService) -> None:
+def register(
+    kb: KnowledgeService, answerer: Answerer, summariser: Summariser, admin: AdminService, owners: Owners
+) -> None:
     def documents() -> list[dict[str, Any]]:
         """Every document in the knowledge base with its status, pages, chunks, any error, and any note
         (pages without text; "Indexed in part: …" for a document longer than the limits), and when it was
@@ -63,13 +65,14 @@ def register(kb: KnowledgeService, answerer: Answerer, summariser: Summariser, a
         return "queued"
 
     @explained
+    @held(admin.check_holder)
     def delete_document(document_id: int, admin_token: str = "", request: gr.Request = None) -> bool:  # type: ignore[assignment]
         """Remove a document from the index (and its file, when it lives in the kb folder): one the caller
         uploaded, or, with the admin session's token, any."""
         if admin_token:
             admin.check(admin_token)
             return kb.delete(document_id, by=None)
-        return kb.delete(document_id, by=owner_of(request))
+        return kb.delete(document_id, by=owners.owner_of(request))
 
     @explained
     def reindex_document(document_id: int) -> str:

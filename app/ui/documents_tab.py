@@ -14,7 +14,7 @@ from app.errors import Refused
 from app.knowledge.answer import Answerer, Source
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
-from app.ui.callers import owner_of, session_of
+from app.ui.callers import Owners, session_of
 from app.ui.documents_view import (
     COLUMNS,
     WIDTHS,
@@ -35,7 +35,7 @@ _EVERY_S = 2.0
 
 
 def build(
-    kb: KnowledgeService, answerer: Answerer, summariser: Summariser, *, max_upload_bytes: int
+    kb: KnowledgeService, answerer: Answerer, summariser: Summariser, owners: Owners, *, max_upload_bytes: int
 ) -> tuple[gr.Timer, OnLoad]:
     """Returns the tab's timer (the library refreshes only while the tab is shown) and its refresh (the
     page runs it when the tab is shown, not a timer's tick later). `max_upload_bytes` is
@@ -123,7 +123,7 @@ def build(
         # Only this drop's files: the earlier drops' ones, sent again, are not saved and queued a second time
         # (a drop of files all sent before is meant: they go again).
         fresh = list(dict.fromkeys(f for f in files or [] if f not in taken)) or list(dict.fromkeys(files or []))
-        paths, owner = [Path(name) for name in fresh], owner_of(request)
+        paths, owner = [Path(name) for name in fresh], owners.owner_of(request)
         now = [[u.file, u.saved_as, u.reason] for u in kb.upload_all(paths, owner=owner)]
         results = [
             {"file": f, "saved_as": saved, "status": "queued"}
@@ -173,7 +173,7 @@ def build(
         if doc_id is None:
             raise Refused("Choose a document first.")
         doc = kb.document(doc_id)
-        kb.delete(doc_id, by=owner_of(request))
+        kb.delete(doc_id, by=owners.owner_of(request))
         gr.Info(f"{doc.name if doc else 'The document'} was deleted, its file too.", title="Deleted")
         return gr.update(visible=False), *listing(sent)
 

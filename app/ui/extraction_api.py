@@ -17,12 +17,12 @@ from app.errors import Refused
 from app.extraction.extractor import Extraction, Step
 from app.extraction.merge import provenance
 from app.extraction.service import ExtractionService
-from app.ui.callers import owner_of
+from app.ui.callers import Owners
 from app.ui.errors import explained
 from app.ui.wiring import ENGINE_LISTENERS, ENGINE_QUEUE
 
 
-def register(ex: ExtractionService) -> None:
+def register(ex: ExtractionService, owners: Owners) -> None:
     @explained
     def extract(
         document: str = "",
@@ -41,7 +41,7 @@ def register(ex: ExtractionService) -> None:
         _, checked = ex.schema_for(template, schema or None)
         tokens, seconds = int(max_tokens or 0), float(timeout_s or 0)
         if file:
-            owner = owner_of(request)
+            owner = owners.owner_of(request)
             updates = ex.extract_file(Path(file), checked, max_tokens=tokens, timeout_s=seconds, owner=owner)
         elif str(document or "").strip():
             updates = ex.extract_one(ex.find_document(document).id, checked, max_tokens=tokens, timeout_s=seconds)
@@ -63,14 +63,14 @@ def register(ex: ExtractionService) -> None:
         the caller's (docs/api.md: how a client keeps its identity)."""
         ids = [ex.find_document(d).id for d in documents or []]
         name, checked = ex.schema_for(template, schema or None)
-        owner = owner_of(request)
+        owner = owners.owner_of(request)
         return ex.start_run(ex.documents_for(ids, folder or None), template=name, schema=checked, owner=owner)
 
     @explained
     def extraction_results(run_id: int, request: gr.Request = None) -> dict[str, Any]:  # type: ignore[assignment]
         """One of the caller's batches: its state and its results so far (corrections applied), with the
         CSV export."""
-        owner = owner_of(request)
+        owner = owners.owner_of(request)
         run, results = ex.run(run_id, owner=owner), ex.results(run_id, owner=owner)
         return {
             "status": run.status,

@@ -28,7 +28,7 @@ from app.extraction.fields import (
 from app.extraction.json_schema import TABLE, SchemaProblem, is_table
 from app.extraction.service import ExtractionService
 from app.extraction.store import Run
-from app.ui.callers import UNKNOWN_PAGE, page_owner
+from app.ui.callers import UNKNOWN_PAGE, Owners
 from app.ui.errors import explained, refused
 from app.ui.extraction_fields import editing, with_column_rows
 from app.ui.extraction_review import flat_grid, review, table_grid, widths
@@ -44,7 +44,7 @@ _EMPTY = "_No results yet: choose a template and documents, then **Extract**; ea
 _QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}
 
 
-def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
+def build(ex: ExtractionService, owners: Owners) -> tuple[gr.Timer, OnLoad]:
     """Returns the tab's timer (progress and results refresh only while the tab is shown) and its refresh
     of the documents and runs to choose from (the page runs it when the tab is shown)."""
     templates = ex.templates()
@@ -135,7 +135,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
             browser_id,
             gr.update(choices=[(d.name, d.id) for d in docs]),
             gr.update(choices=folders),
-            gr.update(choices=_run_choices(ex.runs(owner=page_owner(request, browser_id)))),
+            gr.update(choices=_run_choices(ex.runs(owner=owners.page_owner(request, browser_id)))),
         )
 
     @explained
@@ -145,14 +145,14 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         if name == _CUSTOM and not (pasted or "").strip():
             raise SchemaProblem("paste a JSON Schema, or make one from the field table")
         chosen, schema = ex.schema_for(name, pasted if name == _CUSTOM else None)
-        owner = page_owner(request, browser_id)
+        owner = owners.page_owner(request, browser_id)
         if owner == UNKNOWN_PAGE:  # its load has not answered yet: the run would be nobody's (or everyone's)
             raise Refused("the page is still loading: press Extract again in a moment")
         run_id = ex.start_run(ex.documents_for(ids or [], where), template=chosen, schema=schema, owner=owner)
         return gr.update(choices=_run_choices(ex.runs(owner=owner)), value=run_id), None
 
     def refresh(run_id: int | None, before: Any, browser_id: str | None, request: gr.Request) -> tuple[Any, ...]:
-        keep, owner = gr.update(), page_owner(request, browser_id)
+        keep, owner = gr.update(), owners.page_owner(request, browser_id)
         try:
             found, results = (ex.run(run_id, owner=owner), ex.results(run_id, owner=owner)) if run_id else (None, [])
         except LookupError:
@@ -190,13 +190,13 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
         edit fires `input` twice (its Enter, then its blur): the edit just refused is not refused again."""
         rows = _texts(edited)
         key = json.dumps([run_id, rows])
-        owner = page_owner(request, browser_id)
+        owner = owners.page_owner(request, browser_id)
         if run_id and key != last and refused(lambda: ex.correct_cells(run_id, rows, owner=owner)):
             return None, key
         return None, key if key == last else None
 
     def on_table(run_id: int | None, name: str | None, browser_id: str | None, request: gr.Request) -> Any:
-        owner = page_owner(request, browser_id)
+        owner = owners.page_owner(request, browser_id)
         try:
             found = ex.run(run_id, owner=owner) if run_id else None
         except LookupError:
@@ -210,7 +210,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     def on_table_edit(
         run_id: int | None, name: str | None, edited: pd.DataFrame, browser_id: str | None, request: gr.Request
     ) -> Any:
-        owner = page_owner(request, browser_id)
+        owner = owners.page_owner(request, browser_id)
         rows = _texts(edited)
         if run_id and name and refused(lambda: ex.correct_table_cells(run_id, name, rows, owner=owner)):
             return on_table(run_id, name, browser_id, request)  # the grid as stored again
@@ -219,7 +219,7 @@ def build(ex: ExtractionService) -> tuple[gr.Timer, OnLoad]:
     @explained
     def on_stop(run_id: int | None, browser_id: str | None, request: gr.Request) -> None:
         if run_id:
-            ex.stop_run(run_id, owner=page_owner(request, browser_id))
+            ex.stop_run(run_id, owner=owners.page_owner(request, browser_id))
 
     def on_from_template(name: str) -> tuple[Any, Any]:
         found = ex.templates().get(name)

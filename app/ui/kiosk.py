@@ -7,6 +7,7 @@ import gradio as gr
 
 from app.context import AppContext
 from app.ui import chat_tab, display, panels
+from app.ui.callers import Owners
 from app.ui.wiring import QUIET
 
 _EVERY_S = 2.0
@@ -19,6 +20,7 @@ def build(ctx: AppContext) -> gr.Blocks:
         header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
         load = chat_tab.build(
             ctx.chat,
+            Owners(ctx.people.owner_of_login),
             default_prompt=ctx.settings.web.system_prompt,
             updates_per_s=ctx.settings.web.ui_updates_per_s,
             identity_key="quartet-kiosk",

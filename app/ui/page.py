@@ -19,12 +19,14 @@ from app.ui import (
     my_keys,
     people_api,
 )
+from app.ui.callers import Owners
 from app.ui.wiring import QUIET
 
 _HEADER_EVERY_S = 2.0
 
 
 def build(ctx: AppContext) -> gr.Blocks:
+    owners = Owners(ctx.people.owner_of_login)  # whose rows a login's are: a person's stable id
     with gr.Blocks(title="Quartet", analytics_enabled=False) as page:
         # empty until the page's load fills it: what the page was built with is the boot state ("loading")
         header = gr.HTML(display.BEFORE_LOAD, elem_id="q-header")
@@ -33,6 +35,7 @@ def build(ctx: AppContext) -> gr.Blocks:
                 loads = [
                     chat_tab.build(
                         ctx.chat,
+                        owners,
                         default_prompt=ctx.settings.web.system_prompt,
                         updates_per_s=ctx.settings.web.ui_updates_per_s,
                         identity_key="quartet-browser",
@@ -44,18 +47,19 @@ def build(ctx: AppContext) -> gr.Blocks:
                     ctx.knowledge,
                     ctx.answerer,
                     ctx.summariser,
+                    owners,
                     max_upload_bytes=ctx.settings.knowledge.max_file_bytes,
                 )
             with gr.Tab("Extraction", id="extraction") as extraction:
-                extraction_timer, extraction_now = extraction_tab.build(ctx.extraction)
+                extraction_timer, extraction_now = extraction_tab.build(ctx.extraction, owners)
             with gr.Tab("Cards", id="cards") as cards:
                 cards_timers, cards_now = cards_tab.build(ctx.telemetry)
             if ctx.people.logins_on:  # a person's own keys: only where people log in
                 with gr.Tab("My API keys", id="keys") as keys:
                     my_keys.build(ctx.people, keys)
-        chat_api.register(ctx.chat, updates_per_s=ctx.settings.web.ui_updates_per_s)
-        documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser, ctx.admin)
-        extraction_api.register(ctx.extraction)
+        chat_api.register(ctx.chat, owners, updates_per_s=ctx.settings.web.ui_updates_per_s)
+        documents_api.register(ctx.knowledge, ctx.answerer, ctx.summariser, ctx.admin, owners)
+        extraction_api.register(ctx.extraction, owners)
         cards_api.register(ctx.telemetry)
         admin_api.register(ctx.admin)
         people_api.register(ctx.people)
