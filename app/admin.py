@@ -282,12 +282,13 @@ class AdminService:
         """Admin only: check an uploaded backup whole and stage it for the next start; nothing changes now."""
         who = self.sessions.named(token, who)  # the admin's name, for the log
         try:
-            manifest = backup.stage(archive, self.settings.data_dir)
+            room = backup.Room(max_document_bytes=self.settings.knowledge.max_file_bytes)
+            manifest = backup.stage(archive, self.settings.places, room)
         except backup.BackupRefused as err:
             self.record(who, "restore", f"refused: {err.message}", ok=False)
             raise
-        self.record(who, "restore", f"staged the backup of {manifest['created']} for the next start")
-        return f"✅ The backup of {manifest['created']} is checked ({len(manifest['files'])} files). " + backup.RESTART
+        self.record(who, "restore", f"staged the backup of {manifest.created} for the next start")
+        return f"✅ The backup of {manifest.created} is checked ({len(manifest.files)} files). " + backup.RESTART
 
     def logs(self, token: str | None, limit: int = logs.TAIL_BYTES) -> dict[str, str]:
         """Admin only: the last `limit` bytes of the app's log and of each local card agent's."""

@@ -9,17 +9,18 @@ in the database as PBKDF2 hashes and SHA-256 digests (a restore brings them back
 and the settings file and environment, which hold the installer's hashes and keys, are not backed up.
 
 A restore is checked whole before anything changes (the manifest, every hash, no absolute path, no
-`..`, no link or device, the database opens and passes `PRAGMA integrity_check`) and staged as
-`data_dir/restore-pending`; the next start (`apply_pending`, before the database opens) moves the live
-state aside into `data_dir/before-restore-<time>/` and the staged one in. Each move is repeated only if
-not yet done, so a start killed half way finishes the restore at the following start.
+`..`, no link or device; app/restore_checks.py: the manifest's shape, each member's size against it, the
+room to unpack, the database Quartet's and not newer) and staged as `data_dir/restore-pending`; the next
+start (`apply_pending`, before the database opens) moves the live state aside into
+`data_dir/before-restore-<time>/` and the staged one in. Each move is repeated only if not yet done, so a
+start killed half way finishes the restore at the following start. A check killed half way leaves
+`restore-pending.<random>.partial`, which the next start removes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import logging
 import os
 import shutil
@@ -32,13 +33,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from app.errors import QuartetError
+from app.restore_checks import FORMAT, VERSION, BackupRefused, Entry, Manifest, Room
+from app.restore_checks import database as check_database
+from app.restore_checks import manifest as read_manifest
+from app.restore_checks import sizes as check_sizes
 
 log = logging.getLogger(__name__)
 
-FORMAT, VERSION = "quartet-backup", 1
+__all__ = ["FORMAT", "VERSION", "BackupRefused", "Manifest", "Places", "Room", "apply_pending", "check", "stage"]
 PENDING = "restore-pending"
 _DB, _DOCS, _SETTINGS = "database/quartet.db", "documents", "settings/admin-settings.toml"
 _SECRET = "settings/browser-secret"  # seals each browser's chat-list id: restored, browsers find their chats
@@ -47,13 +50,6 @@ RESTART = (
     "It replaces the data at the next start: restart Quartet (`sudo systemctl restart quartet-app`; the launcher "
     "or systemd starts it again). The data it replaces is kept in the data folder's `before-restore-…`."
 )
-
-
-class BackupRefused(QuartetError, ValueError):
-    """An archive that is not a sound Quartet backup (kind `request`): nothing was replaced."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, kind="request")
 
 
 @dataclass(frozen=True)
@@ -102,17 +98,17 @@ def take(places: Places, folder: Path) -> Path:
             for name, path in ((_SETTINGS, places.settings_path), (_SECRET, places.secret))
             if path.is_file()
         ]
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "files": [{"path": name, "size": path.stat().st_size, "sha256": _sha256(path)} for name, path in files],
-        }
+        manifest = Manifest(
+            format=FORMAT,
+            version=VERSION,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            files=tuple(Entry(path=name, size=path.stat().st_size, sha256=_sha256(path)) for name, path in files),
+        )
         out = folder / _NAME.format(stamp=stamp())
         partial = out.with_suffix(".partial")
         private = os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
         with private, tarfile.open(fileobj=private, mode="w:gz") as tar:
-            data = json.dumps(manifest, indent=1).encode()
+            data = manifest.model_dump_json(indent=1).encode()
             info = tarfile.TarInfo("manifest.json")
             info.size, info.mtime = len(data), int(datetime.now(UTC).timestamp())
             tar.addfile(info, io.BytesIO(data))
@@ -130,31 +126,36 @@ def _documents(kb_dir: Path) -> Iterator[tuple[str, Path]]:
             yield path.relative_to(kb_dir).as_posix(), path
 
 
-def check(archive: Path, into: Path) -> dict[str, Any]:
-    """Unpack `archive` into the empty folder `into`, checking everything; the manifest, or BackupRefused."""
+def check(archive: Path, into: Path, *, reference: Path, room: Room) -> Manifest:
+    """Unpack `archive` into the empty folder `into`, checking everything (app/restore_checks.py) against this
+    appliance's own database at `reference` and within `room`; the manifest, or BackupRefused."""
     try:
         with tarfile.open(archive, "r:*") as tar:
-            manifest = _unpack(tar, into)
+            manifest = _unpack(tar, into, room)
     except (tarfile.TarError, EOFError, zlib.error):
         raise BackupRefused("this is not a Quartet backup: it is not a readable .tar.gz archive") from None
-    _integrity(into / _DB)
+    check_database(into / _DB, reference)
     return manifest
 
 
-def _unpack(tar: tarfile.TarFile, into: Path) -> dict[str, Any]:
+def _unpack(tar: tarfile.TarFile, into: Path, room: Room) -> Manifest:
     members = tar.getmembers()
     for member in members:
         _safe(member)
-    by_name = {m.name: m for m in members if m.isfile()}
+    files = [m for m in members if m.isfile()]
+    by_name = {m.name: m for m in files}
+    if len(by_name) != len(files):
+        raise BackupRefused("the archive holds a file twice: it is not one Quartet wrote")
     if "manifest.json" not in by_name:
         raise BackupRefused("this is not a Quartet backup: it has no manifest.json")
-    manifest = _manifest(tar, by_name.pop("manifest.json"))
-    listed = {f["path"]: f for f in manifest["files"]}
-    if set(listed) != set(by_name):
+    manifest = read_manifest(tar, by_name.pop("manifest.json"))
+    listed = {f.path: f for f in manifest.files}
+    if set(listed) != set(by_name) or len(listed) != len(manifest.files):
         extra, missing = sorted(set(by_name) - set(listed)), sorted(set(listed) - set(by_name))
         raise BackupRefused(f"the archive does not match its manifest (unlisted: {extra}, missing: {missing})")
     if _DB not in listed:
         raise BackupRefused("the archive holds no database")
+    check_sizes(list(by_name.values()), listed, room, into)  # from the headers: nothing unpacked yet
     for name, member in by_name.items():
         target = into / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +163,7 @@ def _unpack(tar: tarfile.TarFile, into: Path) -> dict[str, Any]:
         assert source is not None  # a regular file
         with source, target.open("wb") as out:
             shutil.copyfileobj(source, out)
-        if _sha256(target) != listed[name]["sha256"]:
+        if _sha256(target) != listed[name].sha256:
             raise BackupRefused(f"{name} is damaged: its sha256 differs from the manifest's")
     return manifest
 
@@ -177,54 +178,33 @@ def _safe(member: tarfile.TarInfo) -> None:
         raise BackupRefused(f"the archive holds something a Quartet backup does not: {member.name!r}")
 
 
-def _manifest(tar: tarfile.TarFile, member: tarfile.TarInfo) -> dict[str, Any]:
-    source = tar.extractfile(member)
-    try:
-        manifest = json.loads(source.read(1 << 20)) if source else None
-    except ValueError:
-        manifest = None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BackupRefused("this is not a Quartet backup: its manifest is missing or foreign")
-    if manifest.get("version") != VERSION:
-        raise BackupRefused(f"this backup has version {manifest.get('version')!r}; this Quartet reads {VERSION}")
-    files = manifest.get("files")
-    if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "sha256"} <= set(f) for f in files):
-        raise BackupRefused("the backup's manifest does not list its files")
-    return manifest
-
-
-def _integrity(db_path: Path) -> None:
-    try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            result = conn.execute("PRAGMA integrity_check").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error as err:
-        raise BackupRefused(f"the backup's database cannot be opened: {err}") from None
-    if result != [("ok",)]:
-        raise BackupRefused(f"the backup's database fails its integrity check: {result[:3]}")
-
-
-def stage(archive: Path, data_dir: Path) -> dict[str, Any]:
+def stage(archive: Path, places: Places, room: Room) -> Manifest:
     """Check `archive` and stage it for the next start; the manifest. A refused one stages nothing."""
-    pending = data_dir / PENDING
-    work = data_dir / f"{PENDING}.partial"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{PENDING}.", suffix=".partial", dir=places.data_dir))
     try:
-        manifest = check(archive, work)
+        manifest = check(archive, work, reference=places.db_path, room=room)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+    pending = places.data_dir / PENDING
     shutil.rmtree(pending, ignore_errors=True)  # a restore staged before and not yet applied
     work.rename(pending)  # staged whole, or not at all
     return manifest
 
 
+def clean_partials(data_dir: Path) -> list[Path]:
+    """At start: remove what a check killed half way left (`restore-pending.<random>.partial`); those removed."""
+    left = sorted(data_dir.glob(f"{PENDING}*.partial"))
+    for path in left:
+        log.warning("removing %s, a restore's check cut short by a stop", path)
+        shutil.rmtree(path, ignore_errors=True)
+    return left
+
+
 def apply_pending(places: Places) -> str | None:
     """At start, before the database opens: put a staged restore in place, the live state moved aside;
-    what was done, or None when nothing was staged."""
+    what was done, or None when nothing was staged. A half-unpacked check's folder is removed first."""
+    clean_partials(places.data_dir)
     pending = places.data_dir / PENDING
     if not pending.is_dir():
         return None

@@ -4,7 +4,10 @@ A person removed, disabled or given a new password on the admin page has their p
 with a reset password the login is refused (403) until they set a new one at /password.
 
 Gradio calls the login check with the name and password only, so the caller's address reaches it
-through `CallerAddress`, the ASGI layer that notes each request's client in a context variable."""
+through `CallerAddress`, the ASGI layer that notes each request's client in a context variable.
+
+`SameOrigin` refuses a login or `/password` form posted from another site (login CSRF: a page elsewhere
+logging the visitor's browser in as the attacker, issue 47, item 14)."""
 
 from __future__ import annotations
 
@@ -12,8 +15,11 @@ import asyncio
 import contextvars
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import fastapi
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth import LoginThrottle, hash_password, verify_password
@@ -87,3 +93,41 @@ class CallerAddress:
             await self.app(scope, receive, send)
         finally:
             _ADDRESS.reset(token)
+
+
+class SameOrigin:
+    """Refuses (403) a POST to a page's login (`…/login`) or to `/password` whose `Origin` (or, without one,
+    `Referer`) is another site than the one it was sent to (its `Host`, or `X-Forwarded-Host` behind a proxy,
+    which a page elsewhere cannot set). A request with neither header (curl, a script) is let through: login
+    CSRF needs a browser, and a browser sends `Origin` with every POST."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and _is_form(scope.get("path", "")):
+            sender = _foreign_sender(Headers(scope=scope))
+            if sender is not None:
+                detail = (
+                    f"this form was sent from another site ({sender}), not from this appliance's own page: "
+                    "open Quartet's page and log in (or set your password) there"
+                )
+                await JSONResponse({"ok": False, "detail": detail}, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _is_form(path: str) -> bool:
+    """A page's login (`/login`, `/admin/login`, `/kiosk/login`) or the password form."""
+    end = path.rstrip("/")
+    return end == "/password" or end.endswith("/login")
+
+
+def _foreign_sender(headers: Headers) -> str | None:
+    """The sending site when it is not this one; None when it is, or when the request names none."""
+    sender = headers.get("origin") or headers.get("referer")
+    if sender is None:
+        return None
+    ours = {h.strip().lower() for h in (headers.get("host", ""), headers.get("x-forwarded-host", "")) if h.strip()}
+    netloc = urlsplit(sender).netloc.lower() if sender != "null" else ""
+    return None if netloc and netloc in ours else sender

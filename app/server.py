@@ -23,7 +23,7 @@ from app.context import AppContext
 from app.early_script import EarlyScript
 from app.errors import Refused
 from app.guards import AdminUploads, KeyOwners
-from app.page_logins import CallerAddress, PageLogins
+from app.page_logins import CallerAddress, PageLogins, SameOrigin
 from app.telemetry import metrics
 from app.telemetry.views import Health
 from app.ui import admin_page, kiosk, page
@@ -62,6 +62,7 @@ def create_app(ctx: AppContext) -> fastapi.FastAPI:
     api.add_middleware(AdminUploads, may_upload=ctx.admin.sessions.may_upload, small_bytes=small)
     api.add_middleware(KeyOwners, owner_of=ctx.people.key_owner)  # named-endpoint callers with a key made here
     api.add_middleware(NoRemoteFiles)  # no URL in file=, on every page
+    api.add_middleware(SameOrigin)  # a login or /password form posted from another site: refused
     api.add_middleware(SecurityHeaders)  # outside the gate and NoRemoteFiles: their refusals get the headers too
     pages = frozenset({"/", *(sub + "/" for sub in SUB_PAGES)})  # before Gradio's modules run (app/early_script.py)
     api.add_middleware(EarlyScript, script=ASSETS / "frames.js", pages=pages)

@@ -164,7 +164,11 @@
     if (input.files.length) input.dispatchEvent(new Event("change", { bubbles: true }));
   }, true);
 
+  // A person's own bubble (app/ui/rendering.py typed_text: it never starts with "<") read back as typed: one
+  // pass over the entities it writes; its code fences hold their lines as typed, which HTML parsing would eat.
+  const TYPED = { lt: "<", gt: ">", amp: "&", "#91": "[", "#58": ":", "#46": "." };
   function messageText(content) {
+    if (!content.startsWith("<")) return content.replace(/&(lt|gt|amp|#91|#58|#46);/g, (_, name) => TYPED[name]);
     const parsed = new DOMParser().parseFromString(content, "text/html");  // inert: nothing loads or runs
     const answers = [...parsed.querySelectorAll(".q-md[data]")];
     if (answers.length) return answers.map((a) => a.getAttribute("data")).join("\n\n");

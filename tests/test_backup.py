@@ -18,10 +18,10 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from app import backup
-from app.database import Database
 from tests.gradio_api import Client
 from tests.harness import API_KEY, Appliance, wait_until
 from tests.test_admin import login
+from tests.test_restore_checks import ROOMY, quartet_database
 
 
 @pytest.fixture
@@ -206,7 +206,7 @@ def test_a_tampered_archive_is_refused_and_nothing_is_replaced(
 
 def test_scheduled_backups_keep_the_last_n(tmp_path: Path) -> None:
     data = tmp_path / "var"
-    database = Database(data / "quartet.db")
+    database = quartet_database(data / "quartet.db")
     with database.atomic() as db:
         db.table("notes").insert({"text": "kept in every backup"})
     (tmp_path / "kb").mkdir()
@@ -223,8 +223,8 @@ def test_scheduled_backups_keep_the_last_n(tmp_path: Path) -> None:
     archives = sorted(folder.glob("quartet-backup-*.tar.gz"))
     assert len(archives) == 2, (archives, schedule.last)
     for n, archive in enumerate(archives):
-        manifest = backup.check(archive, tmp_path / f"check{n}")
-        assert {f["path"] for f in manifest["files"]} == {"database/quartet.db", "documents/policy.txt"}
+        manifest = backup.check(archive, tmp_path / f"check{n}", reference=places.db_path, room=ROOMY)
+        assert {f.path for f in manifest.files} == {"database/quartet.db", "documents/policy.txt"}
         assert integrity(tmp_path / f"check{n}" / "database" / "quartet.db") == [("ok",)]
 
 
@@ -247,7 +247,7 @@ backup.apply_pending(backup.Places(root / "var", root / "var" / "quartet.db", ro
 
 def state(root: Path, note: str) -> None:
     """A data folder and documents folder whose every part says `note`."""
-    database = Database(root / "var" / "quartet.db")
+    database = quartet_database(root / "var" / "quartet.db")
     with database.atomic() as db:
         db.table("notes").insert({"text": note})
     database.close()
@@ -274,7 +274,7 @@ def test_a_restore_killed_half_way_at_start_is_finished_at_the_next_start(tmp_pa
         )
         archive = backup.take(places, root / "usb")
         state(root, "live")
-        backup.stage(archive, root / "var")
+        backup.stage(archive, backup.Places(root / "var", root / "var" / "quartet.db", root / "kb", root / "s"), ROOMY)
         run = subprocess.run([sys.executable, "-c", _KILLED_AFTER, str(root), str(after)], timeout=60)
         if run.returncode == 0:
             break  # every move done before the count: the whole sequence has been cut at each point

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from markdown_it import MarkdownIt
 
-from app.ui.rendering import answer_markdown, literal, safe_markdown
+from app.ui.rendering import answer_markdown, literal, safe_markdown, typed_back, typed_text
 
 
 @pytest.mark.parametrize(
@@ -112,3 +113,41 @@ def test_an_answer_carries_its_markdown_for_copy_and_nothing_breaks_out(text: st
     assert html.unescape(head.group(1)) == text.replace("\r", "")
     assert head.group(2) == safe_markdown(text).removeprefix('<div class="q-md">').removesuffix("</div>")
     assert answer_markdown("  ") == ""
+
+
+# The page's own Markdown renderer, as far as Python has one: CommonMark with raw HTML on (Gradio's is marked).
+_PAGE = MarkdownIt("commonmark", {"html": True})
+
+
+def test_a_persons_html_block_is_shown_once_escaped() -> None:
+    """Issue 47, item 15: a ```html block holding `</code></pre>` in a person's message showed
+    `&lt;/code&gt;&lt;/pre&gt;`: the text was escaped, and the page's renderer escapes code again."""
+    typed = "Why does this break?\n```html\n<pre><code>x</code></pre>\n```\nand <b>this</b> & [that](http://e/)"
+    shown = typed_text(typed)
+    page = _PAGE.render(shown)
+    assert '<code class="language-html">&lt;pre&gt;&lt;code&gt;x&lt;/code&gt;&lt;/pre&gt;\n</code></pre>' in page
+    assert "&amp;lt;" not in page and "<b>" not in page and "<a " not in page  # outside the code: their words
+    assert "&lt;b&gt;this&lt;/b&gt; &amp; " in shown and "&#91;that" in shown
+    assert typed_back(shown) == typed
+    entities = "```html\n<p>a&amp;b</p>\n```"  # a fence holding what the escaping writes is escaped whole
+    assert typed_text(entities) == "```html\n&lt;p&gt;a&amp;amp;b&lt;/p&gt;\n```"
+    assert typed_back(typed_text(entities)) == entities
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "> ```\n> <img src=http://evil.example/a.png>\n> ```",  # in a quote (which the escaping undoes)
+        "- item\n  ```\n  <img src=http://evil.example/a.png>\n  ```",  # in a list item
+        "  ```\n<img src=http://evil.example/a.png>\n```\n<img src=http://evil.example/b.png>\n```",  # indented
+        "```\n<img src=http://evil.example/a.png>",  # never closed
+        "```html\n<i>x</i>\n  ```\n<img src=http://evil.example/a.png>\n```",  # closed by an indented fence
+        "````\n```\n<i>x</i>\n```\n````\n<img src=http://evil.example/a.png>",  # a fence in a longer one
+        "```x <img src=http://evil.example/a.png>\n<i>x</i>\n```",  # markup in the info string
+    ],
+)
+def test_outside_a_fence_the_page_forms_no_element_from_a_persons_message(typed: str) -> None:
+    shown = typed_text(typed)
+    page = _PAGE.render(shown)
+    assert "<img" not in page and "<i>" not in page, (shown, page)
+    assert typed_back(shown) == typed

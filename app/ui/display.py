@@ -12,7 +12,7 @@ from app.chat.service import ChatUpdate
 from app.chat.store import Conversation, StoredMessage
 from app.downloads import Offer
 from app.telemetry.views import ApplianceStatus
-from app.ui.rendering import answer_markdown
+from app.ui.rendering import answer_markdown, typed_back, typed_text
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -93,8 +93,7 @@ def shown_text(message: StoredMessage) -> str:
     is rendered and cleaned whole, its Markdown kept for Copy (rendering.answer_markdown); how it ended, if not
     normally, is a plain line under it, outside what Copy copies."""
     if message.role == "user":
-        plain = html.escape(message.content, quote=False).replace("[", "&#91;")
-        return plain.replace("://", "&#58;//").replace("www.", "www&#46;")  # no address becomes a link either
+        return typed_text(message.content)  # code fences as typed: the page's renderer shows them as text
     note = _note(message)
     return answer_markdown(message.content) + (_line(note) if note else "")
 
@@ -106,7 +105,7 @@ def _line(text: str) -> str:
 def edited_text(text: str) -> str:
     """What a person typed into a message's edit box, as they meant it (the box shows `&lt;` for `<`, `&#91;`
     for `[`)."""
-    return html.unescape(text)
+    return typed_back(text)
 
 
 def _transcript(history: list[StoredMessage]) -> list[tuple[StoredMessage, dict[str, Any]]]:

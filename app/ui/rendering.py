@@ -94,6 +94,59 @@ def answer_markdown(text: str) -> str:
     return f'<div class="q-md" data="{source}">' + shown.removeprefix('<div class="q-md">')
 
 
+_INFO = re.compile(r"[\w+#.-]*")
+# What `_plain` writes for < > & [ : . — one pass over these gives the typed text back (the page's Copy does the
+# same in assets/quartet.js); a fence holding one of them is escaped whole, so the pass cannot misread it.
+_ENTITY = re.compile(r"&(lt|gt|amp|#91|#58|#46);")
+_CHARS = {"lt": "<", "gt": ">", "amp": "&", "#91": "[", "#58": ":", "#46": "."}
+
+
+def typed_text(text: str) -> str:
+    """A person's own message as the page's Markdown renderer gets it (the bubble, and the edit box, hold it):
+    their words, with HTML, link and image brackets and addresses made plain (`&lt;`, `&#91;`, `&#58;//`) so no
+    element, image or link can form — except inside a code fence, which the renderer shows as text itself:
+    there the lines stay as typed (escaped there too, `</code></pre>` in a ```html block showed as
+    `&lt;/code&gt;&lt;/pre&gt;`). Only a closed fence at the top level with its fences in the first column
+    counts (`_fences`), only if the text as shown has exactly those fences, and only if it holds none of the
+    entities `_plain` writes."""
+    lines = text.split("\n")
+    kept: frozenset[int] = frozenset()
+    for _ in range(4):  # escaping outside the fences can change what is a fence (a `>` quote is no more)
+        shown = "\n".join(line if n in kept else _plain(line) for n, line in enumerate(lines))
+        found = frozenset(
+            n for fence in _fences(shown) if not any(_ENTITY.search(lines[n]) for n in fence) for n in fence
+        )
+        if found == kept:
+            return shown
+        kept = found
+    return _plain(text)
+
+
+def typed_back(shown: str) -> str:
+    """What a person meant by the text of their bubble's edit box (`typed_text` read back)."""
+    return _ENTITY.sub(lambda found: _CHARS[found.group(1)], shown)
+
+
+def _plain(text: str) -> str:
+    plain = html.escape(text, quote=False).replace("[", "&#91;")
+    return plain.replace("://", "&#58;//").replace("www.", "www&#46;")  # no address becomes a link either
+
+
+def _fences(text: str) -> list[range]:
+    """The lines (fences included) of each closed code fence at the top level whose opening and closing fences
+    start in the first column and whose info string is a plain word (`html`, `c++`)."""
+    lines = text.split("\n")
+    kept: list[range] = []
+    for token in _MARKDOWN.parse(text):
+        if token.type != "fence" or token.level != 0 or token.map is None or not _INFO.fullmatch(token.info):
+            continue
+        first, end = token.map
+        closing = re.compile(re.escape(token.markup[0]) + f"{{{len(token.markup)},}}[ \t\r]*")
+        if end - first >= 2 and lines[first].startswith(token.markup) and closing.fullmatch(lines[end - 1]):
+            kept.append(range(first, end))
+    return kept
+
+
 def literal(text: str) -> str:
     """`text` (a file name, say) shown exactly as it is inside Markdown: no markup, no HTML."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
