@@ -185,7 +185,7 @@ def _queued(job: Job) -> FileProgress:
     return FileProgress(str(job.path or ""), job.name, "queued")
 
 
-INGEST_NICE = 10  # added to the app's niceness: answers and the web server come first (document readers: +5)
+INGEST_NICE = 5  # added to the app's niceness, as the document reader process: answers and the web server first
 
 
 def _yield_to_answers() -> None:
