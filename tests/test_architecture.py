@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Each heavy dependency enters in one place.
 ALLOWED = {
     "llama_cpp": ("app/engine/llama/",),  # the four-card backend alone: the core and the upstream never see it
-    "ctypes": ("app/engine/llama/", "app/engine/lifecycle.py"),
+    "ctypes": ("app/engine/llama/", "app/engine/lifecycle.py", "app/heap.py"),
     "gradio": ("app/ui/", "app/server.py"),
     "sentence_transformers": ("app/knowledge/embedder.py",),
     "pypdf": ("app/knowledge/loaders",),

@@ -8,7 +8,8 @@ turns out to be a long document is handed on to the large lane (outcome "moved")
 its smallest waiting file first: a 5 MB file dropped beside a 30 MB one (17 minutes of embedding on a
 busy box) does not wait for all of it. `progress()` is a
 snapshot — the files being worked on with their pages done/total, the files waiting, and the last
-files finished.
+files finished. When the last file of a burst is done and nothing waits, the queue calls `on_idle` (the
+service gives the C heap's free memory back then: app/heap.py).
 """
 
 from __future__ import annotations
@@ -61,9 +62,16 @@ class IngestProgress:
 
 
 class IngestQueue:
-    def __init__(self, run: Runner, *, lane_of: Callable[[Job], Lane] = lambda job: "small") -> None:
+    def __init__(
+        self,
+        run: Runner,
+        *,
+        lane_of: Callable[[Job], Lane] = lambda job: "small",
+        on_idle: Callable[[], object] = lambda: None,
+    ) -> None:
         self._run = run
         self._lane_of = lane_of
+        self._on_idle = on_idle
         self._pending: dict[Lane, OrderedDict[str, Job]] = {lane: OrderedDict() for lane in LANES}
         self._sizes: dict[str, int] = {}  # bytes of each waiting file (a re-embedding: 0), for the large lane
         self._active: dict[Lane, FileProgress] = {}
@@ -167,7 +175,10 @@ class IngestQueue:
             if final is not None:
                 self._finished.append(final)
             del self._active[lane], self._active_keys[lane]
+            idle = not self._active and not self._queued_count()
             self._cond.notify_all()
+        if idle:  # the burst is over: outside the lock, a file submitted meanwhile starts at once
+            self._on_idle()
 
     def _set_active(self, lane: Lane, job: Job, phase: str, done: int, total: int) -> None:
         with self._cond:

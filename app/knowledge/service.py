@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from app import heap
 from app.database import Database
 from app.errors import NotFound, QuartetError, Refused
 from app.knowledge.embedder import Embedder
@@ -36,7 +37,8 @@ class KnowledgeService:
         self.store = KnowledgeStore(database, model=embedder.name)
         self.uploaders = Uploaders(database)
         self._indexer = Indexer(self.store, embedder, self.options)
-        self._queue = IngestQueue(self._indexer.run, lane_of=self._lane)
+        # the heap glibc keeps after a burst of files goes back once the queue is idle (bench/app_memory.py)
+        self._queue = IngestQueue(self._indexer.run, lane_of=self._lane, on_idle=heap.give_back)
         self._search_pool: ThreadPoolExecutor | None = None  # full-text side of a search, beside the vectors
         self._watcher: KbWatcher | None = None
         if self.kb_dir is not None and self.options.watch:
