@@ -132,7 +132,6 @@ class IngestQueue:
         return sum(len(pending) for pending in self._pending.values())
 
     def _work(self, lane: Lane) -> None:
-        _yield_to_answers()
         while not self._stopping.is_set():
             with self._cond:
                 self._cond.wait_for(lambda: self._next(lane) is not None or self._stopping.is_set(), timeout=1.0)
@@ -194,16 +193,3 @@ def _size(job: Job) -> int:
 
 def _queued(job: Job) -> FileProgress:
     return FileProgress(str(job.path or ""), job.name, "queued")
-
-
-INGEST_NICE = 5  # added to the app's niceness, as the document reader process: answers and the web server first
-
-
-def _yield_to_answers() -> None:
-    """Lower this thread's CPU priority (Linux: niceness is per thread, and threads it starts — the embedder's —
-    inherit it), so that chunking and embedding a document take the cores only when answers leave them idle."""
-    try:
-        me = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + INGEST_NICE))
-    except (AttributeError, OSError):  # not Linux, or not allowed: ingestion runs at the app's priority
-        pass
