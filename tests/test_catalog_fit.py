@@ -137,19 +137,15 @@ def test_a_kv_type_that_does_not_exist_is_refused(tmp_path: Path) -> None:
 
 def test_the_kv_cache_counted_is_what_llama_allocated_on_each_card() -> None:
     """Against llama's log of the demo model loaded with parallel 4 × n_ctx 2048 over four cards
-    (tests/data/llama_kv_rpc.log, as the engine loads it: `swa_full` off): one unified cache of 8,192 cells for
-    the layers that attend to the whole context, 2,560 (a 512-token window × 4 + a micro-batch) for the others."""
+    (tests/data/llama_kv_rpc.log): one unified cache of 8,192 cells, sliding-window layers full size too."""
     log = (Path(__file__).parent / "data" / "llama_kv_rpc.log").read_text()
     allocated: dict[str, float] = {}
     for endpoint, mib in re.findall(r"\[([^\]]+)\] KV buffer size =\s+([\d.]+) MiB", log):
         allocated[endpoint] = allocated.get(endpoint, 0.0) + float(mib) * MIB
-    assert "using full-size SWA cache" not in log and "SWA KV cache, size = 2560 cells" in log
-    assert len(allocated) == 4
+    assert "using full-size SWA cache" in log and len(allocated) == 4
     cards = tuple(sorted(allocated))
     _, need = catalog.needs(EngineConfig(model_path=DEMO_MODEL, model_name="demo", cards=cards, parallel=4, n_ctx=2048))
-    assert [n.kv for n in need] == [
-        allocated[card] for card in cards
-    ]  # 12.5, 18, 18 and 13 MiB (full size: 40, 40, 40, 24)
+    assert [n.kv for n in need] == [allocated[card] for card in cards]  # 40, 40, 40 and 24 MiB
 
 
 def test_a_gguf_entry_on_a_box_with_no_cards_is_refused_naming_the_missing_cards(tmp_path: Path) -> None:

@@ -170,16 +170,6 @@ def test_an_unusable_schema_is_refused_plainly(engine: object) -> None:
         run(engine, ask("x", max_tokens=4, json_schema='{"type": "no-such-type"}'))
 
 
-def test_sliding_window_layers_keep_only_their_window(engine: object) -> None:
-    """`swa_full` off (engine fact 11): Gemma 3's sliding-window layers hold a 512-token window per slot plus a
-    micro-batch, not the whole context — a quarter of the KV on the cards for the 27B's context."""
-    from app.engine.llama import engine as engine_module
-
-    loaded = engine_module._CAPTURE.text()
-    assert "using full-size SWA cache" not in loaded
-    assert "creating     SWA KV cache, size = 2560 cells" in loaded  # 512 × 4 slots + 512, against 8,192 full
-
-
 def test_llama_logs_after_load_reach_a_live_callback(engine: object) -> None:
     """llama.cpp keeps calling the log callback set during load (warnings, freeing a context): it must
     outlive the load, or llama calls freed memory (this crashed the suite at teardown)."""

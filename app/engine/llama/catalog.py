@@ -19,9 +19,28 @@ from pydantic import SecretStr
 
 from app.engine.engine_config import KV_TYPE, N_CTX, EngineConfig
 from app.engine.events import EngineError
-from app.engine.llama.gguf_header import GgufInfo, Header, HeaderError, inspect, read_header
+from app.engine.llama.gguf_header import Header, HeaderError, read_header
 
 _KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # bytes per element, block overhead included
+_FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    32: "BF16",
+}
 _BUFFER_PER_CARD = 64 * 2**20  # scheduler and activation buffers besides the logits
 
 
@@ -41,6 +60,20 @@ class CatalogEntry:
     @property
     def is_upstream(self) -> bool:
         return bool(self.upstream_url)
+
+
+@dataclass(frozen=True)
+class GgufInfo:
+    size_bytes: int
+    architecture: str
+    n_layers: int
+    quantization: str
+    context_length: int
+    n_embd: int
+    n_head_kv: int
+    head_dim: int
+    n_vocab: int
+    weights_bytes: int
 
 
 def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
@@ -107,7 +140,7 @@ def check_location(path: Path, models_dir: Path) -> Path:
 
 def inspect_gguf(path: Path) -> GgufInfo:
     """Read a GGUF's header; a missing, truncated or malformed file is refused with the reason."""
-    return inspect(path, _header(path))
+    return _inspect(path, _header(path))
 
 
 def _header(path: Path) -> Header:
@@ -117,6 +150,30 @@ def _header(path: Path) -> Header:
         return read_header(path)
     except HeaderError as err:
         raise EngineError(f"{path.name} is damaged or truncated (not a readable GGUF): {err}", kind="request") from err
+
+
+def _inspect(path: Path, header: Header) -> GgufInfo:
+    size = path.stat().st_size
+    known = [(offset, n) for _, _, offset, n in header.tensors if n is not None]
+    end = header.data_start + max((offset + n for offset, n in known), default=0)
+    if end > size:
+        raise EngineError(f"{path.name} is damaged or truncated: {size:,} bytes of {end:,}", kind="request")
+    fields = header.fields
+    arch = str(fields.get("general.architecture", "unknown"))
+    n_embd = int(fields.get(f"{arch}.embedding_length", 0))
+    n_head = int(fields.get(f"{arch}.attention.head_count", 1)) or 1
+    return GgufInfo(
+        size_bytes=size,
+        architecture=arch,
+        n_layers=int(fields.get(f"{arch}.block_count", 0)),
+        quantization=_FILE_TYPES.get(int(fields.get("general.file_type", -1)), "unknown"),
+        context_length=int(fields.get(f"{arch}.context_length", 0)),
+        n_embd=n_embd,
+        n_head_kv=int(fields.get(f"{arch}.attention.head_count_kv", n_head)),
+        head_dim=int(fields.get(f"{arch}.attention.key_length", n_embd // n_head)),
+        n_vocab=int(fields.get("tokenizer.ggml.tokens", 0)),
+        weights_bytes=size - header.data_start,
+    )
 
 
 @dataclass(frozen=True)
@@ -163,27 +220,20 @@ class Fit:
 
 
 def needs(config: EngineConfig) -> tuple[GgufInfo, list[CardNeed]]:
-    """What each card of `config` must hold: its weights as llama's layer split places them, its layers' KV
-    cache and buffers. A layer that attends to the whole context holds `parallel` × `n_ctx` cells; a
-    sliding-window layer (Gemma 3: five of every six) only its window for every slot and a micro-batch,
-    `n_swa` × `parallel` + `n_ubatch` cells rounded up to 256, as llama.cpp sizes it with `swa_full` off
-    (src/llama-kv-cache-iswa.cpp; engine fact 11)."""
+    """What each card of `config` must hold: its weights as llama's layer split places them, its
+    layers' KV cache for `parallel` slots of `n_ctx` tokens (every layer at full context: with several
+    sequences in one cache llama.cpp keeps sliding-window layers full-size too — "using full-size SWA
+    cache" in its load log) and buffers."""
     if config.kv_type not in _KV_BYTES:
         raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_BYTES)}", kind="request")
     header = _header(config.model_path)
-    info = inspect(config.model_path, header)
-    per_cell = 2 * info.n_head_kv * info.head_dim * _KV_BYTES[config.kv_type]
-    full = config.parallel * config.n_ctx
-    window = min(full, -(-(info.n_swa * config.parallel + config.n_ubatch) // 256) * 256)
+    info = _inspect(config.model_path, header)
+    per_layer = 2 * config.parallel * config.n_ctx * info.n_head_kv * info.head_dim * _KV_BYTES[config.kv_type]
     shares = _shares(header, len(config.cards), config.tensor_split)
     logits = info.n_vocab * config.n_ubatch * 4
     last = len(shares) - 1
     return info, [
-        CardNeed(
-            weights,
-            int(per_cell * sum(window if info.is_swa(layer) else full for layer in layers)),
-            _BUFFER_PER_CARD + (logits if k == last else 0),
-        )
+        CardNeed(weights, int(per_layer * layers), _BUFFER_PER_CARD + (logits if k == last else 0))
         for k, (weights, layers) in enumerate(shares)
     ]
 
@@ -227,8 +277,8 @@ def weights_per_card(path: Path, n_cards: int, split: tuple[float, ...] | None =
     return [weights for weights, _ in _shares(read_header(path), n_cards, split)]
 
 
-def _shares(header: Header, n_cards: int, split: tuple[float, ...] | None) -> list[tuple[int, list[int]]]:
-    """Per card: the bytes of weights it receives and the repeating layers it holds, as llama.cpp's
+def _shares(header: Header, n_cards: int, split: tuple[float, ...] | None) -> list[tuple[int, int]]:
+    """Per card: the bytes of weights it receives and how many repeating layers it holds, as llama.cpp's
     layer split places them: the repeating layers by cumulative share (n_layers + 1 units, the last one
     being the output layer), and the output matrix (or, tied, a copy of the token embeddings) on the
     last card. Without a split, every card's share is equal."""
@@ -245,11 +295,10 @@ def _shares(header: Header, n_cards: int, split: tuple[float, ...] | None) -> li
         elif name == "token_embd.weight":
             embeddings = size or 0
     units = len(layers) + 1
-    weights = [0] * n_cards
-    held: list[list[int]] = [[] for _ in range(n_cards)]
-    for layer, size in sorted(layers.items()):
-        card = next(k for k, bound in enumerate(bounds) if layer / units < bound)
-        weights[card] += size
-        held[card].append(layer)
-    weights[-1] += output if output > 1_000_000 else output + embeddings  # no output matrix: tied
-    return list(zip(weights, held, strict=True))
+    per_card = [[0, 0] for _ in range(n_cards)]
+    for layer, size in layers.items():
+        card = per_card[next(k for k, bound in enumerate(bounds) if layer / units < bound)]
+        card[0] += size
+        card[1] += 1
+    per_card[-1][0] += output if output > 1_000_000 else output + embeddings  # no output matrix: tied
+    return [(weights, count) for weights, count in per_card]

@@ -129,9 +129,6 @@ class Engine:
                     # measured, a 1,523-token conversation came back in 0.13 s instead of 3.4 s (slower
                     # than reading it again, 3.0 s). llama-server turns it on wherever it is supported too.
                     flash_attn=True,
-                    # Sliding-window layers keep their window (n_swa × parallel + n_ubatch cells), not the whole
-                    # context: llama-cpp-python's default (true) made every layer full-size (engine fact 11).
-                    swa_full=False,
                     verbose=False,
                 )
             except ValueError as err:

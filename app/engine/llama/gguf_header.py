@@ -1,5 +1,4 @@
-"""A GGUF header reader that reads only what the catalog needs and skips the rest, and what it says of the model
-(`inspect`: size, architecture, layers, KV shape, sliding windows).
+"""A GGUF header reader that reads only what the catalog needs and skips the rest.
 
 The `gguf` package's reader builds an array per vocabulary entry: 22 s on the demo model's 262k
 tokens here, for a page an admin opens. This one skips arrays by length and reads the same facts in
@@ -13,8 +12,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
-
-from app.engine.events import EngineError
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
@@ -132,72 +129,3 @@ def _tensor(f: BinaryIO) -> tuple[str, int, int, int | None]:
         elements *= dim
     block = _BLOCKS.get(kind)
     return name, kind, offset, (elements // block[0] * block[1]) if block else None
-
-
-# Which layers attend to the whole context where the GGUF does not say (llama.cpp's own defaults by architecture:
-# every 6th in Gemma 3, every 2nd in Gemma 2); an architecture not listed is counted at full size everywhere
-SWA_EVERY = {"gemma3": 6, "gemma2": 2}
-FILE_TYPES = {
-    0: "F32",
-    1: "F16",
-    2: "Q4_0",
-    3: "Q4_1",
-    7: "Q8_0",
-    8: "Q5_0",
-    9: "Q5_1",
-    10: "Q2_K",
-    11: "Q3_K_S",
-    12: "Q3_K_M",
-    13: "Q3_K_L",
-    14: "Q4_K_S",
-    15: "Q4_K_M",
-    16: "Q5_K_S",
-    17: "Q5_K_M",
-    18: "Q6_K",
-    32: "BF16",
-}
-
-
-@dataclass(frozen=True)
-class GgufInfo:
-    size_bytes: int
-    architecture: str
-    n_layers: int
-    quantization: str
-    context_length: int
-    n_embd: int
-    n_head_kv: int
-    head_dim: int
-    n_vocab: int
-    weights_bytes: int
-    n_swa: int = 0  # the sliding window of its sliding-window layers (0: none)
-    swa_every: int = 0  # every swa_every-th layer attends to the whole context, the others to the window
-
-    def is_swa(self, layer: int) -> bool:
-        return self.n_swa > 0 and self.swa_every > 0 and layer % self.swa_every < self.swa_every - 1
-
-
-def inspect(path: Path, header: Header) -> GgufInfo:
-    size = path.stat().st_size
-    known = [(offset, n) for _, _, offset, n in header.tensors if n is not None]
-    end = header.data_start + max((offset + n for offset, n in known), default=0)
-    if end > size:
-        raise EngineError(f"{path.name} is damaged or truncated: {size:,} bytes of {end:,}", kind="request")
-    fields = header.fields
-    arch = str(fields.get("general.architecture", "unknown"))
-    n_embd = int(fields.get(f"{arch}.embedding_length", 0))
-    n_head = int(fields.get(f"{arch}.attention.head_count", 1)) or 1
-    return GgufInfo(
-        size_bytes=size,
-        architecture=arch,
-        n_layers=int(fields.get(f"{arch}.block_count", 0)),
-        quantization=FILE_TYPES.get(int(fields.get("general.file_type", -1)), "unknown"),
-        context_length=int(fields.get(f"{arch}.context_length", 0)),
-        n_embd=n_embd,
-        n_head_kv=int(fields.get(f"{arch}.attention.head_count_kv", n_head)),
-        head_dim=int(fields.get(f"{arch}.attention.key_length", n_embd // n_head)),
-        n_vocab=int(fields.get("tokenizer.ggml.tokens", 0)),
-        weights_bytes=size - header.data_start,
-        n_swa=int(fields.get(f"{arch}.attention.sliding_window", 0)),
-        swa_every=int(fields.get(f"{arch}.attention.sliding_window_pattern", SWA_EVERY.get(arch, 0))),
-    )
