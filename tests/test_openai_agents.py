@@ -8,9 +8,7 @@ arguments, the `role: tool` result, the final answer — goes through the SDK an
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
@@ -29,6 +27,7 @@ from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
 from pydantic import BaseModel, Field
 
 from tests.harness import API_KEY, Appliance
+from tests.own_loop import run_coroutine
 
 set_tracing_disabled(True)  # the SDK would otherwise send traces to OpenAI
 
@@ -86,10 +85,7 @@ def test_an_agent_with_a_function_tool_runs_to_completion(appliance: Appliance, 
                 pass
             return stream.new_items, stream.final_output
 
-    # A thread of its own: Playwright's sync API keeps an event loop running in the main thread once a
-    # browser test has run, and asyncio.run refuses to start inside it.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        items, final = pool.submit(asyncio.run, run()).result()
+    items, final = run_coroutine(run())
     assert len(asked) == 1 and "Paris" in asked[0]  # the model called, the SDK ran the function
     ran_the_tool_then_answered(items, final)
 
@@ -147,8 +143,7 @@ def test_an_agent_with_a_tool_and_a_typed_output_answers_in_its_type(
             result = await Runner.run(agent, "What is the weather in Paris?", max_turns=3, hooks=hooks)
             return result.new_items, result.final_output
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        items, final = pool.submit(asyncio.run, run()).result()
+    items, final = run_coroutine(run())
     calls = [ToolCallItem, ToolCallOutputItem] if forced else []
     assert [type(item) for item in items] == [*calls, MessageOutputItem], items
     assert len(asked) == (1 if forced else 0), asked

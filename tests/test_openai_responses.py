@@ -8,10 +8,8 @@ the first turn forces the call, and a run hook sets `tool_choice: "none"` once t
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jsonschema
@@ -30,6 +28,7 @@ from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
 from pydantic import BaseModel, Field
 
 from tests.harness import API_KEY, Appliance
+from tests.own_loop import run_coroutine
 
 set_tracing_disabled(True)
 
@@ -96,8 +95,7 @@ def test_the_agents_sdk_at_its_defaults_runs_an_agent_with_a_function_tool(
             pass
         return stream.new_items, stream.final_output
 
-    with ThreadPoolExecutor(max_workers=1) as pool:  # Playwright may hold the main thread's event loop
-        items, final = pool.submit(asyncio.run, run()).result()
+    items, final = run_coroutine(run())
     assert len(asked) == 1 and "Paris" in asked[0]
     assert [type(item) for item in items] == [ToolCallItem, ToolCallOutputItem, MessageOutputItem]
     assert "18 degrees" in str(items[1].output)

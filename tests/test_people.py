@@ -3,8 +3,6 @@ last admin kept, a user refused the admin session, a revoked key refused at once
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from app.page_logins import PageLogins
 from app.people import PeopleStore, made_here
 from app.people_admin import PeopleAdmin
 from app.settings import Settings
+from tests.own_loop import run_coroutine
 
 ADMIN_PW = "configured-admin-pw"
 
@@ -44,8 +43,7 @@ class Box:
 
 def logged_in(logins: PageLogins, name: str, password: str) -> bool:
     """The page login's check, in a thread of its own (a browser test's event loop may hold this one)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, logins.check(name, password)).result()
+    return run_coroutine(logins.check(name, password))
 
 
 @pytest.mark.slow

@@ -4,8 +4,6 @@ sessions ended by the admin, and the configured admin password upgraded in place
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fastapi
@@ -17,6 +15,7 @@ from app.database import Database
 from app.errors import Refused
 from app.page_logins import PageLogins
 from app.people import MIGRATIONS
+from tests.own_loop import run_coroutine
 from tests.test_people import ADMIN_PW, Box
 
 
@@ -29,11 +28,10 @@ class Page:
 
 def page_login(logins: PageLogins, name: str, password: str) -> bool | str:
     """The page login's answer: True/False, or the refusal's detail when it raises."""
-    with ThreadPoolExecutor(1) as pool:
-        try:
-            return pool.submit(asyncio.run, logins.check(name, password)).result()
-        except fastapi.HTTPException as err:
-            return str(err.detail)
+    try:
+        return run_coroutine(logins.check(name, password))
+    except fastapi.HTTPException as err:
+        return str(err.detail)
 
 
 def wired(box: Box) -> tuple[PageLogins, Page]:

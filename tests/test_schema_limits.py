@@ -20,6 +20,7 @@ from app.api.tools import Tool, plan
 from app.extraction.json_schema import SchemaProblem, check_schema
 from app.schema_limits import CostlySchema, check_cost
 from app.valid_text import valid_text, valid_values
+from tests.own_loop import run_coroutine
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "assets" / "schemas"
 
@@ -164,7 +165,7 @@ def test_a_schema_checked_off_the_loop_leaves_the_loop_serving() -> None:
         return refused.value
 
     started = time.monotonic()
-    error = anyio.run(refused_while_ticking)
+    error = run_coroutine(refused_while_ticking())
     took = time.monotonic() - started
     assert "not a valid JSON Schema" in error.message and "'strin' is not valid" in error.message, error.message
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
