@@ -19,7 +19,7 @@ from app.downloads import Downloads, Offer
 from app.engine.cards import probe_card
 from app.engine.engine_config import EngineConfig
 from app.engine.events import EngineError, ModelInfo
-from app.engine.llama import catalog
+from app.engine.llama import card_fit, catalog
 from app.engine.service import EngineService
 from app.errors import NotFound, QuartetError
 from app.jobs import Job, JobBusy, Jobs
@@ -149,7 +149,7 @@ class AdminService:
                 rows.append(row | {"file": entry.upstream_url, "present": True, "fits": True, "problem": ""})
                 continue
             try:
-                fit = catalog.fit(self._entry_config(entry), memory)
+                fit = card_fit.fit(self._entry_config(entry), memory)
                 info = fit.info
                 row |= {
                     "present": True,
@@ -170,14 +170,14 @@ class AdminService:
     def _entry_config(self, entry: catalog.CatalogEntry) -> EngineConfig:
         return catalog.config_for(entry, self.engine.config, models_dir=self.settings.engine.models_dir)
 
-    def _memory(self) -> dict[str, catalog.CardMemory]:
+    def _memory(self) -> dict[str, card_fit.CardMemory]:
         """Each card's memory now, with what the loaded model holds there (freed before the next load)."""
         status = self.telemetry.status()
         placed = {card.endpoint: card.layer_bytes for card in status.cards}
         # an upstream holds nothing on cards (none configured: splitting a GGUF over none raised StopIteration)
-        held = catalog.held(self.engine.config, placed) if status.model and self.engine.config.cards else {}
+        held = card_fit.held(self.engine.config, placed) if status.model and self.engine.config.cards else {}
         return {
-            card.endpoint: catalog.CardMemory(card.mem_total_bytes, card.mem_used_bytes, held.get(card.endpoint, 0))
+            card.endpoint: card_fit.CardMemory(card.mem_total_bytes, card.mem_used_bytes, held.get(card.endpoint, 0))
             for card in status.cards
         }
 
@@ -253,7 +253,7 @@ class AdminService:
         an unexpected error's too."""
         try:
             if config.backend == "cards":  # an upstream holds its model itself
-                catalog.fit(config, self._memory()).check()
+                card_fit.fit(config, self._memory()).check()
             self._progress.note_baseline()
             before = self.engine.config
             info = self.engine.switch(config)

@@ -51,13 +51,13 @@ class EngineHost:
         )
         return replace(config, template_dir=template[0], chat_template=template[1]) if template else config
 
-    def engine(self, *, n_ctx: int, template: tuple[Path, str] | None = None) -> Any:
+    def engine(self, *, n_ctx: int, template: tuple[Path, str] | None = None, parallel: int = 4) -> Any:
         """llama.cpp's adapter alone (no scheduler), loaded."""
         from app.engine.llama.engine import Engine
 
-        key = ("engine", n_ctx, template)
+        key = ("engine", n_ctx, template, parallel)
         if key != self._key:
-            engine = self._hold(Engine(self.config(n_ctx=n_ctx, template=template)), "close")
+            engine = self._hold(Engine(self.config(n_ctx=n_ctx, template=template, parallel=parallel)), "close")
             engine.load()
             self._key = key
         return self._held

@@ -33,6 +33,9 @@ FIELDS = {
     "additionalProperties": False,
 }
 ON = DraftConfig(ngram=4, max_tokens=16)
+# In quotes, the demo model copies the passage with a margin (0.4 or more over its first tokens); bare, it is
+# torn between the passage and a story of its own, and a batch shape's rounding decides which.
+QUOTE = f'Repeat this passage exactly, word for word:\n\n"{PASSAGE}"'
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +73,7 @@ def both(engine: Any, request: GenerationRequest) -> tuple[str, str, Done]:
 
 
 def test_a_quoting_answer_is_the_same_in_fewer_steps(engine: Any) -> None:
-    request = ask(f"Repeat this passage exactly, word for word:\n\n{PASSAGE}", max_tokens=60)
+    request = ask(QUOTE, max_tokens=44)  # the echoed instruction and the passage; after it, near ties
     plain, drafted, done = both(engine, request)
     stats = done.stats
     assert drafted == plain
@@ -137,7 +140,7 @@ def test_a_document_question_is_the_same(engine: Any) -> None:
 
 
 def test_logprobs_stay_those_of_each_token(engine: Any) -> None:
-    request = ask(f"Repeat this passage exactly, word for word:\n\n{PASSAGE}", max_tokens=30, logprobs=2)
+    request = ask(QUOTE, max_tokens=30, logprobs=2)
     plain, _, plain_lp = run(engine, request, None)
     drafted, done, drafted_lp = run(engine, request, ON)
     assert drafted == plain and done.stats.accepted_tokens > 0

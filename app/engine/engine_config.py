@@ -105,6 +105,21 @@ class EngineConfig:
         description="Seconds one engine step (a prompt chunk or a token) may take before the card holding it "
         "is declared not responding: the answer fails naming it and the engine restarts when it is back.",
     )
+    swa_full: bool = Field(
+        default=False,
+        description="Keep the sliding-window layers' KV cache (Gemma: five layers in six) at full context too. Off, "
+        "they hold each answer's window only (as llama-server does): the 27B's cache takes half the cards' memory; "
+        "a prompt cut back further than the window reaches is read again from the nearest checkpoint.",
+    )
+    ctx_checkpoints: int = Field(
+        default=3,
+        ge=0,
+        le=16,
+        description="Checkpoints of the sliding-window layers each answer keeps while its prompt is read (the start "
+        "of the last message, and a step before the end), in host memory: an agent re-sending its prompt with a "
+        "new last message, or an answer asked again, reads only what changed. Without them (0) such a prompt is "
+        "read whole. Unused with `swa_full`.",
+    )
     draft_max: int = Field(
         default=16,
         ge=0,

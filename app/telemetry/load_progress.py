@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.engine.llama import catalog
+from app.engine.llama import card_fit
 from app.engine.llama.gguf_header import HeaderError
 from app.engine.service import EngineService
 from app.telemetry.monitor import read_health
@@ -43,7 +43,7 @@ class LoadProgress:
             try:
                 self._expected = (
                     key,
-                    catalog.weights_per_card(config.model_path, len(config.cards), config.tensor_split),
+                    card_fit.weights_per_card(config.model_path, len(config.cards), config.tensor_split),
                 )
             except (OSError, HeaderError):
                 return []

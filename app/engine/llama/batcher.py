@@ -1,12 +1,10 @@
 """Continuous batching: every running answer advances in one llama_decode per step.
 
-A step holds the next token of every answer that is generating, then (while room is left in
-`prompt_chunk`) a chunk of the prompt of answers still reading theirs — chunked prefill, so a long
-prompt arriving never freezes the answers already streaming. Each answer lives in a slot, one
-llama.cpp sequence; a new answer goes to the free slot whose cached tokens share the longest prefix
-with its prompt (a conversation's next turn finds its earlier turns there), else the least recently
-used one. What a reused slot held is copied to host memory first (kv_host.py) and comes back into a
-slot when its conversation returns. Cancelling marks the answer; it ends at the start of the next step.
+A step holds the next token of every answer that is generating (with its draft), then (while room is left in
+`prompt_chunk`) a chunk of the prompt of answers still reading theirs — chunked prefill, so a long prompt
+arriving never freezes the answers already streaming; a chunk ends at the prompt's checkpoint marks. Each answer
+lives in a slot, one llama.cpp sequence; which slot it takes and how much of its prompt that slot keeps is
+slot_memory.py's. Cancelling marks the answer; it ends at the start of the next step.
 
 This runs where llama.cpp lives (the engine worker, or the app process): loop.py's `serve` is its loop.
 """
@@ -22,12 +20,11 @@ from app.engine.counts import MIN_ROOM, overflow
 from app.engine.events import EngineError, Event, GenerationRequest
 from app.engine.llama import logprobs
 from app.engine.llama.drafts import DraftConfig, accepted
-from app.engine.llama.kv_host import MIN_SAVE, HostKvCache, shared_prefix, usable
+from app.engine.llama.kv_host import MIN_SAVE
+from app.engine.llama.slot_memory import SlotMemory
 from app.engine.llama.slots import Answer, Batch, Prepared, Sampler, Slot
 from app.engine.meter import CacheUse
 
-MAX_RUNS = 2  # runs of KV cells a sequence may take and still be copied out with f16 V (see _save)
-MAX_RUNS_FLAT = 256  # ... with a quantised cache (flash attention: V not transposed, a copy a run and layer)
 Emitted = list[tuple[int, Event]]
 
 
@@ -44,6 +41,7 @@ class Batcher:
         v_transposed: bool = True,
         n_batch: int = 0,
         drafts: DraftConfig | None = None,
+        ctx_checkpoints: int = 0,
     ) -> None:
         self.llm = llm
         self.slots = [Slot(seq) for seq in range(parallel)]
@@ -53,10 +51,9 @@ class Batcher:
         # a step holds at most n_batch tokens (llama_decode's bound): every answer's next token, drafts, prompt
         self.batch = Batch(max(n_batch, parallel + self.prompt_chunk))
         self.drafts = drafts if drafts is not None and drafts.on else None
-        self.memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
-        n_swa = int(llama_cpp.llama_model_n_swa(llm._model.model))
-        self.host = HostKvCache(llm._ctx.ctx, budget_bytes=kv_cache_bytes, n_swa=n_swa)
-        self.max_runs = MAX_RUNS if v_transposed else MAX_RUNS_FLAT
+        self.kv = SlotMemory(
+            llm, kv_cache_bytes=kv_cache_bytes, v_transposed=v_transposed, ctx_checkpoints=ctx_checkpoints
+        )
         self.last_refused = 0  # tokens the grammar refused in the last constrained answer
 
     def busy(self) -> bool:
@@ -76,7 +73,7 @@ class Batcher:
         free = [slot for slot in self.slots if slot.answer is None]
         if not free:
             raise EngineError("every slot of the engine is busy", kind="busy")
-        slot, cached, restored = self._place(free, prompt)
+        slot, cached, restored = self.kv.place(free, prompt)
         sampler = Sampler(self.llm, request, prepared.grammar, check_picked=check_picked)
         budget = min(request.max_tokens, self.max_tokens, room)
         slot.answer = Answer(
@@ -90,64 +87,8 @@ class Batcher:
             drafts=self.drafts,
         )
         slot.read, slot.runs = len(prompt), slot.runs if cached >= MIN_SAVE else 1
-        return CacheUse(cached, restored, self.host.bytes, len(self.host.entries))
-
-    def _place(self, free: list[Slot], prompt: list[int]) -> tuple[Slot, int, bool]:
-        """The free slot for `prompt`, how much of the prompt's KV it holds, and whether that came back from
-        host memory (an entry there shares more with the prompt than any free slot does)."""
-        slot = max(free, key=lambda s: self._worth(s, prompt))
-        entry, from_host = self.host.best(prompt)
-        if entry is None or not _real(from_host, prompt) or from_host <= self._held(slot, prompt):
-            return slot, self._keep_prefix(slot, prompt), False
-        target = min(free, key=lambda s: s.last_used)
-        self.host.take(entry)
-        self._save(target, keep=0)
-        target.cache.clear()
-        if not self.host.restore(entry, target.seq):
-            return target, 0, False
-        target.cache.extend(entry.tokens)
-        target.read, target.runs = len(entry.tokens), 1  # written back in one run
-        kept = self._keep_prefix(target, prompt)
-        return target, kept, kept > 0
-
-    def _worth(self, slot: Slot, prompt: list[int]) -> tuple[int, bool, float]:
-        """Why a slot suits a prompt, best first: a real shared prefix (a conversation's earlier turns, a
-        long system prompt: 32 tokens or half the prompt, not a chat template's opening), then losing
-        nothing (an empty slot), then the least recently used."""
-        held = self._held(slot, prompt)
-        return (held if _real(held, prompt) else 0), held == len(slot.cache), -slot.last_used
-
-    def _held(self, slot: Slot, prompt: list[int]) -> int:
-        """Prompt tokens whose KV the slot's sequence holds and can keep (one token is always fed, for logits)."""
-        common = min(shared_prefix(slot.cache, prompt), len(prompt) - 1)
-        return usable(common, len(slot.cache), self.host.pos_min(slot.seq), self.host.n_swa)
-
-    def _keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
-        """Drop what the slot's sequence holds beyond the prefix it can keep of `prompt` (saving it to host
-        memory first when that is worth it)."""
-        keep = self._held(slot, prompt)
-        self._save(slot, keep=keep)
-        if keep < len(slot.cache) and not llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, keep, -1):
-            keep = 0
-        if keep == 0:
-            llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
-        del slot.cache[keep:]
-        return keep
-
-    def _save(self, slot: Slot, *, keep: int) -> None:
-        """Copy the prompt part of what the slot holds to host memory, if it is about to lose it.
-
-        Only the part read as a prompt, and only when it takes few runs of cells: llama.cpp copies a
-        sequence run by run and layer by layer (and f16 V, stored transposed, row by row), each copy an RPC
-        call to a card, so answers' tokens generated beside each other (one run per token) would cost
-        seconds; a conversation's next turn extends its prompt anyway and reads the answer again."""
-        read = min(slot.read, len(slot.cache))
-        if read - keep < MIN_SAVE or slot.runs > self.max_runs:
-            return
-        if read < len(slot.cache):
-            llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, read, -1)
-            del slot.cache[read:]
-        self.host.save(slot.seq, slot.cache)
+        slot.answer.marks = self.kv.marks(prompt, held=cached)
+        return CacheUse(cached, restored, self.kv.host.bytes, len(self.kv.host.entries))
 
     def cancel(self, job_id: int) -> None:
         for slot in self.slots:
@@ -197,7 +138,9 @@ class Batcher:
         for slot in sorted(self._prefilling(), key=lambda s: s.answer.started if s.answer else 0.0):
             answer = slot.answer
             assert answer is not None
-            take = answer.prompt[answer.fed : answer.fed + room]
+            self.kv.checkpoint(slot, answer)
+            end = min(answer.fed + room, *(m for m in answer.marks if m > answer.fed), len(answer.prompt))
+            take = answer.prompt[answer.fed : end]
             if not take:
                 break
             answer.fed += len(take)
@@ -235,7 +178,7 @@ class Batcher:
 
         _taken, kept = accepted(draft, sample)
         answer.verified(len(draft), kept)
-        if not self._drop_tail(slot, len(draft) - kept):
+        if not self.kv.drop_tail(slot, len(draft) - kept):
             error = EngineError("llama.cpp could not drop a rejected draft from the answer's memory")
             return self._end(slot, [*events, error.failed()])
         if over:
@@ -252,19 +195,6 @@ class Batcher:
         events, over = answer.take(token, piece=b"" if end else self.llm.detokenize([token]), end=end, logprob=chosen)
         return token, events, over
 
-    def _drop_tail(self, slot: Slot, count: int) -> bool:
-        """Forget the last `count` tokens of the slot's sequence (a draft's rejected tokens); False if llama.cpp
-        could not (the sequence is then cleared: what it holds no longer matches its tokens)."""
-        if count <= 0:
-            return True
-        start = len(slot.cache) - count
-        if llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, start, -1):
-            del slot.cache[start:]
-            return True
-        llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
-        slot.cache.clear()
-        return False
-
     def _end(self, slot: Slot, events: list[Event]) -> Emitted:
         answer = slot.answer
         assert answer is not None
@@ -279,8 +209,7 @@ class Batcher:
         error = EngineError(f"llama.cpp could not evaluate the batch (llama_decode returned {code})")
         out: Emitted = []
         for slot in active:
-            llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
-            slot.cache.clear()
+            self.kv.clear(slot)
             out += self._end(slot, [error.failed()])
         return out
 
@@ -289,19 +218,13 @@ class Batcher:
         tests that compare two ways of answering the same prompt)."""
         for slot in self.slots:
             if slot.answer is None:
-                llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
-                slot.cache.clear()
-        self.host.clear()
+                self.kv.clear(slot)
+        self.kv.host.clear()
 
     def close(self) -> None:
         for slot in self.slots:
             if slot.answer is not None:
                 slot.answer.sampler.close()
                 slot.answer = None
-        self.host.clear()
+        self.kv.host.clear()
         self.batch.close()
-
-
-def _real(shared: int, prompt: list[int]) -> bool:
-    """A shared prefix worth a slot or a restore: 32 tokens or half the prompt, not a chat template's opening."""
-    return shared >= MIN_SAVE or 2 * shared >= len(prompt)

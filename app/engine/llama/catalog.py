@@ -1,11 +1,7 @@
 """The model catalog: which GGUFs the appliance offers, what their headers say, and whether they fit.
 
 Entries come from `assets/models.toml` (or the file the settings name). A model file must lie under
-the models folder; paths never come from a browser. The fit check (`fit`) runs before every reload, so
-a model or a setting (`parallel`, `n_ctx`, the KV type, the split) that does not fit is refused with
-numbers instead of crashing halfway through a load: each card needs its real share of the weights
-from the GGUF's tensor table (the last card also holds the output matrix), `parallel` × the context's
-KV cache of its layers, and buffers.
+the models folder; paths never come from a browser. Whether an entry fits the cards is card_fit.py's.
 """
 
 from __future__ import annotations
@@ -14,6 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -21,7 +18,6 @@ from app.engine.engine_config import KV_TYPE, N_CTX, EngineConfig
 from app.engine.events import EngineError
 from app.engine.llama.gguf_header import Header, HeaderError, read_header
 
-_KV_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # bytes per element, block overhead included
 _FILE_TYPES = {
     0: "F32",
     1: "F16",
@@ -41,7 +37,9 @@ _FILE_TYPES = {
     18: "Q6_K",
     32: "BF16",
 }
-_BUFFER_PER_CARD = 64 * 2**20  # scheduler and activation buffers besides the logits
+# Sliding-window layers: llama.cpp's default pattern per architecture (`load_swa_pattern` in its models), used
+# where the GGUF names a window but no pattern; of every `n` layers the last is full (global) attention.
+_SWA_PATTERNS = {"gemma3": 6, "gemma2": 2, "gemma-embedding": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2}
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,11 @@ class GgufInfo:
     head_dim: int
     n_vocab: int
     weights_bytes: int
+    n_swa: int = 0  # the sliding window in tokens (0: none)
+    swa_layers: frozenset[int] = frozenset()  # the layers that attend within the window only
+
+    def is_swa(self, layer: int) -> bool:
+        return self.n_swa > 0 and layer in self.swa_layers
 
 
 def load_catalog(path: Path, models_dir: Path) -> list[CatalogEntry]:
@@ -140,10 +143,10 @@ def check_location(path: Path, models_dir: Path) -> Path:
 
 def inspect_gguf(path: Path) -> GgufInfo:
     """Read a GGUF's header; a missing, truncated or malformed file is refused with the reason."""
-    return _inspect(path, _header(path))
+    return info_of(path, header_of(path))
 
 
-def _header(path: Path) -> Header:
+def header_of(path: Path) -> Header:
     if not path.is_file():
         raise EngineError(f"the model file {path} is missing", kind="request")
     try:
@@ -152,7 +155,7 @@ def _header(path: Path) -> Header:
         raise EngineError(f"{path.name} is damaged or truncated (not a readable GGUF): {err}", kind="request") from err
 
 
-def _inspect(path: Path, header: Header) -> GgufInfo:
+def info_of(path: Path, header: Header) -> GgufInfo:
     size = path.stat().st_size
     known = [(offset, n) for _, _, offset, n in header.tensors if n is not None]
     end = header.data_start + max((offset + n for offset, n in known), default=0)
@@ -162,6 +165,7 @@ def _inspect(path: Path, header: Header) -> GgufInfo:
     arch = str(fields.get("general.architecture", "unknown"))
     n_embd = int(fields.get(f"{arch}.embedding_length", 0))
     n_head = int(fields.get(f"{arch}.attention.head_count", 1)) or 1
+    n_swa, swa_layers = _window(fields, arch)
     return GgufInfo(
         size_bytes=size,
         architecture=arch,
@@ -173,132 +177,18 @@ def _inspect(path: Path, header: Header) -> GgufInfo:
         head_dim=int(fields.get(f"{arch}.attention.key_length", n_embd // n_head)),
         n_vocab=int(fields.get("tokenizer.ggml.tokens", 0)),
         weights_bytes=size - header.data_start,
+        n_swa=n_swa,
+        swa_layers=swa_layers,
     )
 
 
-@dataclass(frozen=True)
-class CardNeed:
-    """What one card must hold for an engine configuration."""
-
-    weights: int  # its share of the weights, from the GGUF's tensor table
-    kv: int  # the KV cache of its layers, for every slot
-    buffers: int  # compute buffers (the last card: the output layer's logits too)
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.kv + self.buffers
-
-
-@dataclass(frozen=True)
-class CardMemory:
-    """A card's memory as its agent reports it, and what the loaded model holds there now (given back
-    when it is unloaded first, as every switch does)."""
-
-    total: int | None
-    used: int | None
-    held: int = 0
-
-    @property
-    def free(self) -> int | None:
-        return None if self.total is None or self.used is None else self.total - self.used + self.held
-
-
-@dataclass(frozen=True)
-class Fit:
-    info: GgufInfo
-    needs: list[CardNeed]
-    short: list[str]  # one sentence per card that lacks the memory
-
-    @property
-    def problem(self) -> str:
-        return "the model does not fit: " + "; ".join(self.short) if self.short else ""
-
-    def check(self) -> None:
-        """Refuse, with the numbers, a configuration that would not fit on every card."""
-        if self.short:
-            raise EngineError(self.problem, kind="request")
-
-
-def needs(config: EngineConfig) -> tuple[GgufInfo, list[CardNeed]]:
-    """What each card of `config` must hold: its weights as llama's layer split places them, its
-    layers' KV cache for `parallel` slots of `n_ctx` tokens (every layer at full context: with several
-    sequences in one cache llama.cpp keeps sliding-window layers full-size too — "using full-size SWA
-    cache" in its load log) and buffers."""
-    if config.kv_type not in _KV_BYTES:
-        raise EngineError(f"KV cache type {config.kv_type!r} is not one of {', '.join(_KV_BYTES)}", kind="request")
-    header = _header(config.model_path)
-    info = _inspect(config.model_path, header)
-    per_layer = 2 * config.parallel * config.n_ctx * info.n_head_kv * info.head_dim * _KV_BYTES[config.kv_type]
-    shares = _shares(header, len(config.cards), config.tensor_split)
-    logits = info.n_vocab * config.n_ubatch * 4
-    last = len(shares) - 1
-    return info, [
-        CardNeed(weights, int(per_layer * layers), _BUFFER_PER_CARD + (logits if k == last else 0))
-        for k, (weights, layers) in enumerate(shares)
-    ]
-
-
-def fit(config: EngineConfig, memory: dict[str, CardMemory]) -> Fit:
-    """Whether `config` fits the cards' memory (by endpoint; a card without a reading is not judged)."""
-    info, need = needs(config)
-    short = []
-    for index, (endpoint, card) in enumerate(zip(config.cards, need, strict=True)):
-        free = memory[endpoint].free if endpoint in memory else None
-        if free is not None and card.total > free:
-            short.append(
-                f"card {index} ({endpoint}) needs {_gib(card.total)} GiB but has {_gib(free)} GiB free "
-                f"(weights {_gib(card.weights)} GiB, KV cache {_gib(card.kv)} GiB for {config.parallel} "
-                f"× {config.n_ctx} tokens, buffers {_gib(card.buffers)} GiB)"
-            )
-    return Fit(info, need, short)
-
-
-def held(config: EngineConfig, placed: dict[str, int]) -> dict[str, int]:
-    """What the loaded `config` holds on each card: the weights llama placed there (`placed`, by
-    endpoint) and, where it holds any, its KV cache and buffers as `needs` counts them."""
-    try:
-        _, need = needs(config)
-    except EngineError:  # the loaded model's file is gone: count the weights alone
-        return dict(placed)
-    counted = dict(zip(config.cards, need, strict=True))
-    return {
-        endpoint: weights
-        + ((counted[endpoint].kv + counted[endpoint].buffers) if weights and endpoint in counted else 0)
-        for endpoint, weights in placed.items()
-    }
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f}"
-
-
-def weights_per_card(path: Path, n_cards: int, split: tuple[float, ...] | None = None) -> list[int]:
-    """Bytes of weights each card receives, as llama.cpp's layer split places them (see `_shares`)."""
-    return [weights for weights, _ in _shares(read_header(path), n_cards, split)]
-
-
-def _shares(header: Header, n_cards: int, split: tuple[float, ...] | None) -> list[tuple[int, int]]:
-    """Per card: the bytes of weights it receives and how many repeating layers it holds, as llama.cpp's
-    layer split places them: the repeating layers by cumulative share (n_layers + 1 units, the last one
-    being the output layer), and the output matrix (or, tied, a copy of the token embeddings) on the
-    last card. Without a split, every card's share is equal."""
-    shares = list(split or [1.0] * n_cards)
-    bounds = [sum(shares[: k + 1]) / sum(shares) for k in range(n_cards)]
-    layers: dict[int, int] = {}
-    output = embeddings = 0
-    for name, _, _, size in header.tensors:
-        if name.startswith("blk."):
-            layer = int(name.split(".")[1])
-            layers[layer] = layers.get(layer, 0) + (size or 0)
-        elif name.startswith("output."):
-            output += size or 0
-        elif name == "token_embd.weight":
-            embeddings = size or 0
-    units = len(layers) + 1
-    per_card = [[0, 0] for _ in range(n_cards)]
-    for layer, size in layers.items():
-        card = per_card[next(k for k, bound in enumerate(bounds) if layer / units < bound)]
-        card[0] += size
-        card[1] += 1
-    per_card[-1][0] += output if output > 1_000_000 else output + embeddings  # no output matrix: tied
-    return [(weights, count) for weights, count in per_card]
+def _window(fields: dict[str, Any], arch: str) -> tuple[int, frozenset[int]]:
+    """The sliding window and its layers, as llama.cpp reads them: the GGUF's window, and its pattern (one
+    full-attention layer in every `n`) or the architecture's default. A pattern llama.cpp reads as a list
+    (the header keeps only its length here) or an architecture not known here counts every layer full."""
+    n_swa = fields.get(f"{arch}.attention.sliding_window", 0)
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern", _SWA_PATTERNS.get(arch, 1))
+    if not isinstance(n_swa, int) or n_swa <= 0 or not isinstance(pattern, int) or pattern <= 1:
+        return 0, frozenset()
+    n_layers = int(fields.get(f"{arch}.block_count", 0))
+    return n_swa, frozenset(k for k in range(n_layers) if k % pattern < pattern - 1)

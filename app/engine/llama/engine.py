@@ -129,6 +129,7 @@ class Engine:
                     # measured, a 1,523-token conversation came back in 0.13 s instead of 3.4 s (slower
                     # than reading it again, 3.0 s). llama-server turns it on wherever it is supported too.
                     flash_attn=True,
+                    swa_full=cfg.swa_full,
                     verbose=False,
                 )
             except ValueError as err:
@@ -145,6 +146,7 @@ class Engine:
             v_transposed=False,  # flash attention: V rows are not transposed
             n_batch=cfg.n_batch,
             drafts=DraftConfig(ngram=cfg.draft_ngram, max_tokens=cfg.draft_max),
+            ctx_checkpoints=0 if cfg.swa_full else cfg.ctx_checkpoints,
         )
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm._model.model))
         cards, host = placement.place(capture.text(), devices=devices, n_layers=n_layers)

@@ -17,6 +17,7 @@ import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from app.engine.events import Done, Event, GenerationRequest, Stats, Token, TokenLogprob
+from app.engine.llama.checkpoints import Checkpoint
 from app.engine.llama.drafts import DraftConfig, Ngrams, Pace
 from app.engine.llama.grammar import GrammarFirstChecked
 from app.engine.llama.stops import StopScanner
@@ -79,6 +80,7 @@ class Answer:
         self.job_id = job_id
         self.prompt = prompt
         self.fed = cached  # prompt tokens whose KV the slot holds
+        self.marks: list[int] = []  # prompt positions where the batcher stops to take a checkpoint
         self.cached = cached
         self.budget = budget
         self.sampler = sampler
@@ -181,6 +183,7 @@ class Slot:
     answer: Answer | None = None
     last_used: float = 0.0
     read: int = 0  # the first `read` tokens of `cache` were read as a prompt (not generated)
+    checkpoints: list[Checkpoint] = field(default_factory=list)  # its window layers at earlier prompt marks
     runs: int = 1  # runs of KV cells `cache` takes, at most (a step shared with other answers starts one)
 
 
