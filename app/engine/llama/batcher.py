@@ -129,6 +129,7 @@ class Batcher:
         for slot in generating:
             answer = slot.answer
             assert answer is not None and answer.next_token is not None
+            self.kv.checkpoint(slot, answer)
             answer.draft = answer.next_draft(min(room, self.n_ctx - len(slot.cache) - 1))
             room -= len(answer.draft)
             answer.logits_at = self._feed(slot, [answer.next_token, *answer.draft], all_logits=True)

@@ -10,9 +10,11 @@ window layers' state there (`llama_state_seq_get_data_ext` with the partial flag
 MiB for the demo, ~440 MiB a checkpoint for Gemma 3 27B) into host memory. A later prompt that shares at least a
 mark's tokens gets the window written back and keeps the full layers' KV up to the mark; only the rest is read.
 
-The marks: the start of the prompt's last message (the previous place of the token that opens the answer's turn:
-`<start_of_turn>` for Gemma, `<|im_start|>` for ChatML, so a new or changed last message keeps everything before
-it), and four tokens before the end (an answer asked again).
+Two checkpoints an answer: at the start of the prompt's last message (the previous place of the token that opens
+the answer's turn: `<start_of_turn>` for Gemma, `<|im_start|>` for ChatML, so a new or changed last message keeps
+everything before it), where reading the prompt stops for it; and at the prompt's end, taken before the first
+generated token goes in (no stop): it serves the same prompt asked again after a long answer, cut back one token,
+since the window at `n` holds the 512 positions before `n` and position `n - 1` needs exactly those.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from typing import Any
 import llama_cpp
 
 WINDOW_ONLY = llama_cpp.LLAMA_STATE_SEQ_FLAGS_SWA_ONLY  # "partial only" in llama.cpp's newer name
-END_MARK = 4  # tokens before a prompt's end: an answer asked again shares all but the turn's last few
 OPENER_SEARCH = 16  # the answer's turn opener is among a prompt's last tokens
 
 
@@ -39,16 +40,14 @@ class Checkpoint:
 
 
 def marks(prompt: list[int], *, held: int, is_control: Any) -> list[int]:
-    """Where to take checkpoints while reading `prompt` (of which the slot holds `held` tokens already): the
-    start of its last message and `END_MARK` tokens before its end, each past `held` and before the end."""
-    found = {len(prompt) - END_MARK}
+    """Where reading `prompt` (of which the slot holds `held` tokens already) stops for a checkpoint: the start of
+    its last message, if that lies past `held` and before the end."""
     opener = _last_control(prompt, is_control)
-    if opener is not None:
-        token = prompt[opener]
-        previous = next((i for i in range(opener - 1, -1, -1) if prompt[i] == token), None)
-        if previous is not None:
-            found.add(previous)
-    return sorted(m for m in found if held < m < len(prompt))
+    if opener is None:
+        return []
+    token = prompt[opener]
+    previous = next((i for i in range(opener - 1, -1, -1) if prompt[i] == token), None)
+    return [previous] if previous is not None and held < previous < len(prompt) else []
 
 
 def _last_control(prompt: list[int], is_control: Any) -> int | None:
@@ -76,7 +75,11 @@ def restore(ctx: Any, seq: int, checkpoint: Checkpoint) -> bool:
     return int(llama_cpp.llama_state_seq_set_data_ext(ctx, checkpoint.data, checkpoint.size, seq, WINDOW_ONLY)) > 0
 
 
-def best(checkpoints: list[Checkpoint], common: int) -> Checkpoint | None:
-    """The checkpoint that keeps most of a `common`-token shared prefix (at least one token is read after it)."""
-    fitting = [c for c in checkpoints if 0 < c.n_tokens <= common]
-    return max(fitting, key=lambda c: c.n_tokens) if fitting else None
+def best(checkpoints: list[Checkpoint], common: int) -> tuple[Checkpoint | None, int]:
+    """The checkpoint that keeps most of a `common`-token shared prefix, and how many tokens it keeps: its own,
+    or `common` for one taken a token later (its window holds what position `common` needs)."""
+    fitting = [c for c in checkpoints if 0 < c.n_tokens <= common + 1]
+    if not fitting:
+        return None, 0
+    found = max(fitting, key=lambda c: c.n_tokens)
+    return found, min(found.n_tokens, common)

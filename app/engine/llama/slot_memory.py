@@ -80,17 +80,18 @@ class SlotMemory:
         keep = usable(common, len(slot.cache), self.host.pos_min(slot.seq), self.host.n_swa)
         if keep or not common:
             return keep, None
-        found = checkpoints.best(slot.checkpoints, common)
-        return (found.n_tokens, found) if found is not None else (0, None)
+        found, keep = checkpoints.best(slot.checkpoints, common)
+        return keep, found
 
     def _keep_prefix(self, slot: Slot, prompt: list[int]) -> int:
         """Drop what the slot's sequence holds beyond the prefix it can keep of `prompt` (saving it to host
         memory first when that is worth it), its window written back from a checkpoint where needed."""
         keep, window = self._kept(slot, prompt)
         self._save(slot, keep=keep)
-        if keep < len(slot.cache) and not llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, keep, -1):
-            keep = 0
+        # the window first: a checkpoint taken a token after `keep` holds that token too, and the cut drops it
         if keep and window is not None and not checkpoints.restore(self.ctx, slot.seq, window):
+            keep = 0
+        if keep < len(slot.cache) and not llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, keep, -1):
             keep = 0
         if keep == 0:
             llama_cpp.llama_memory_seq_rm(self.memory, slot.seq, -1, -1)
@@ -118,10 +119,13 @@ class SlotMemory:
         self.host.save(slot.seq, slot.cache)
 
     def checkpoint(self, slot: Slot, answer: Answer) -> None:
-        """At one of the prompt's marks, copy the window layers out before reading on (the oldest out first)."""
-        if answer.fed not in answer.marks or any(c.n_tokens == answer.fed for c in slot.checkpoints):
+        """Before the step: at one of the prompt's marks, or at its end before the first generated token goes in,
+        copy the window layers out (the oldest out first)."""
+        at = len(slot.cache)
+        due = at in answer.marks if answer.prefilling else at == len(answer.prompt)
+        if not self.ctx_checkpoints or not due or any(c.n_tokens == at for c in slot.checkpoints):
             return
-        taken = checkpoints.take(self.ctx, slot.seq, answer.fed)
+        taken = checkpoints.take(self.ctx, slot.seq, at)
         if taken is not None:
             slot.checkpoints = [*slot.checkpoints, taken][-self.ctx_checkpoints :]
 
