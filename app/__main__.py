@@ -10,7 +10,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ from app.extraction.store import ExtractionStore
 from app.gradio_import import skip_stub_writer
 from app.knowledge.answer import Answerer
 from app.knowledge.embedder import Embedder
+from app.knowledge.long_texts import api_embed
 from app.knowledge.service import KnowledgeService
 from app.knowledge.summary import Summariser
 from app.people import PeopleStore, made_here
@@ -116,7 +116,7 @@ def build_context(settings: Settings, *, restored: str | None = None) -> AppCont
         ),
         browser_secret=browser_secret(settings.data_dir),
         downloads=downloads,
-        embed=_embed_with(embedder),
+        embed=api_embed(embedder),
         backups=_schedule(settings),
     )
 
@@ -126,14 +126,6 @@ def _schedule(settings: Settings) -> backup.Schedule | None:
     if plan.dir is None:
         return None
     return backup.Schedule(settings.places, plan.dir, every_h=plan.every_h, keep=plan.keep)
-
-
-def _embed_with(embedder: Embedder) -> Callable[[list[str]], tuple[list[list[float]], int]]:
-    def embed(texts: list[str]) -> tuple[list[list[float]], int]:
-        counts = embedder.check_lengths(texts)  # before any work: a text the model would cut is refused
-        return embedder.embed(texts).tolist(), sum(counts)
-
-    return embed
 
 
 def main() -> int:

@@ -98,7 +98,7 @@ def test_an_explicit_null_for_any_optional_field_means_not_given(appliance: Appl
     assert embedding.status_code == 200 and len(embedding.json()["data"][0]["embedding"]) == 384, embedding.text
 
 
-def test_embeddings_take_cl100k_token_ids_and_refuse_a_text_longer_than_the_window_and_other_dimensions(
+def test_embeddings_take_cl100k_token_ids_and_long_texts_and_refuse_a_text_above_the_bound_and_other_dimensions(
     api: openai.OpenAI,
 ) -> None:
     as_text = api.embeddings.create(model="all-minilm-l6-v2", input=["Hello world", "四张卡"]).data
@@ -110,12 +110,14 @@ def test_embeddings_take_cl100k_token_ids_and_refuse_a_text_longer_than_the_wind
         api.embeddings.create(model="all-minilm-l6-v2", input=[[9906], [1917, 100256]])
     assert caught.value.body["param"] == "input" and "input[1]" in caught.value.body["message"]  # type: ignore[index]
     long = "The lighthouse keeper counted the ships that passed the rocks each night. " * 40  # ~600 word pieces
-    with pytest.raises(openai.BadRequestError, match=r"at most 254") as caught:
-        api.embeddings.create(model="all-minilm-l6-v2", input=["short", long])
-    assert caught.value.body["param"] == "input" and "text 1" in caught.value.body["message"]  # type: ignore[index]
-    with pytest.raises(openai.BadRequestError, match=r"at most 254") as caught:  # as ids: refused the same
-        api.embeddings.create(model="all-minilm-l6-v2", input=[cl100k().encode(long)])
-    assert caught.value.body["param"] == "input"  # type: ignore[index]
+    windowed = api.embeddings.create(model="all-minilm-l6-v2", input=["short", long])  # windows, pooled
+    assert len(windowed.data[1].embedding) == 384 and windowed.usage.prompt_tokens > 254
+    long_ids = api.embeddings.create(model="all-minilm-l6-v2", input=[cl100k().encode(long)]).data  # as ids: the same
+    assert _cosine(windowed.data[1].embedding, long_ids[0].embedding) > 0.9999
+    too_long = "word " * 8193  # above the bound (tests/test_embeddings_long.py has the rest, in-process)
+    with pytest.raises(openai.BadRequestError, match=r"at most 8192") as caught:
+        api.embeddings.create(model="all-minilm-l6-v2", input=["short", too_long])
+    assert caught.value.body["param"] == "input" and "input[1]" in caught.value.body["message"]  # type: ignore[index]
     with pytest.raises(openai.BadRequestError, match="384") as caught:
         api.embeddings.create(model="all-minilm-l6-v2", input="Hi", dimensions=128)
     assert caught.value.body["param"] == "dimensions"  # type: ignore[index]

@@ -29,7 +29,7 @@ from app.api.responses import add_routes as add_responses
 from app.api.token_ids import decoded
 from app.context import AppContext
 from app.errors import QuartetError
-from app.knowledge.embedder import TextTooLong
+from app.knowledge.long_texts import TooLong
 
 
 def require_key(request: Request, keys: Keys) -> None:
@@ -100,14 +100,10 @@ def build_router(ctx: AppContext) -> APIRouter:
         _check_embedding_size(
             texts, max_inputs=ctx.settings.web.embed_max_inputs, max_chars=ctx.settings.web.embed_max_chars
         )
-        try:
+        try:  # a text longer than the model's window is embedded in windows, pooled (app/knowledge/long_texts.py)
             vectors, tokens = embed(texts)
-        except TextTooLong as err:
-            raise ApiError(
-                f"input: {err}; its end would be left out of the vector: split it into parts of at most "
-                f"{err.limit} word pieces (about {err.limit * 3} characters of English) and embed each",
-                param="input",
-            ) from err
+        except TooLong as err:
+            raise ApiError(str(err), param="input") from err
         if body.dimensions is not None and vectors and body.dimensions != len(vectors[0]):
             raise ApiError(
                 f"dimensions: this embedder (MiniLM) gives {len(vectors[0])} dimensions only; a shorter vector "

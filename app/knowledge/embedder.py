@@ -21,14 +21,6 @@ import numpy as np
 PACKAGED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-class TextTooLong(ValueError):
-    """A text longer than the model reads: embedding it would silently drop its end."""
-
-    def __init__(self, index: int, tokens: int, limit: int) -> None:
-        super().__init__(f"text {index} is {tokens} word pieces; the embedder reads at most {limit}")
-        self.index, self.tokens, self.limit = index, tokens, limit
-
-
 class Embedder:
     def __init__(
         self, model_dir: Path, *, name: str | None = None, batch_size: int = 16, threads: int = 1, device: str = "cpu"
@@ -90,20 +82,45 @@ class Embedder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
-    def check_lengths(self, texts: Sequence[str]) -> list[int]:
-        """Word pieces per text; `TextTooLong` for the first that the model would cut."""
-        counts = self.count_tokens(texts)
-        limit = self.max_tokens
-        for index, count in enumerate(counts):
-            if count > limit:
-                raise TextTooLong(index, count, limit)
-        return counts
+    def embed_pieces(self, windows: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit-length float32 vectors of word-piece windows (ids from `token_ids`, each at most `max_tokens`),
+        one row each: the model reads each as it reads a text, [CLS] pieces [SEP], so a window's vector is its
+        text's. Many windows are bulk work, as indexing is: they go in turns of `batch_size` windows, and a
+        waiting search's question goes between two turns."""
+        model = self._load()
+        if any(len(window) > self.max_tokens for window in windows):
+            raise ValueError(f"a window is longer than the {self.max_tokens} word pieces the model reads")
+        parts = [np.zeros((0, self.dim), dtype=np.float32)]
+        for at in range(0, len(windows), self.batch_size):
+            with self._turns.turn(background=True):
+                parts.append(self._encode_pieces(model, windows[at : at + self.batch_size]))
+        return np.vstack(parts)
+
+    def _encode_pieces(self, model: Any, windows: Sequence[Sequence[int]]) -> np.ndarray:
+        import torch
+
+        tokenizer = model.tokenizer
+        rows = [[tokenizer.cls_token_id, *window, tokenizer.sep_token_id] for window in windows]
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for at, row in enumerate(rows):
+            ids[at, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[at, : len(row)] = 1
+        features = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+        with torch.inference_mode():  # the pipeline `encode` runs: BERT, mean pooling over the mask, L2 norm
+            vectors = model({name: value.to(model.device) for name, value in features.items()})["sentence_embedding"]
+        return np.asarray(vectors.float().cpu().numpy(), dtype=np.float32)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text, without the special tokens; one batched call."""
+        return [len(ids) for ids in self.token_ids(texts)]
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The word pieces of each text as the model's ids, without the special tokens; one batched call."""
         counter = self._tokenizer()
         with self._count_lock:
-            return [len(e.ids) for e in counter.encode_batch(list(texts), add_special_tokens=False)]
+            return [list(e.ids) for e in counter.encode_batch(list(texts), add_special_tokens=False)]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character offsets (start, end) of each word piece of `text`."""
