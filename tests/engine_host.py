@@ -86,3 +86,17 @@ class EngineHost:
         if self._close is not None:
             self._close()
         self._key = self._held = self._close = None
+
+
+def run(engine: Any, request: Any, cancelled: Any = lambda: False) -> tuple[str, Any]:
+    """An engine's whole answer to `request`: its text and its Done event."""
+    from app.engine.events import Done, Token
+
+    text, done = "", None
+    for event in engine.generate(request, cancelled=cancelled):
+        if isinstance(event, Token):
+            text += event.text
+        elif isinstance(event, Done):
+            done = event
+    assert done is not None
+    return text, done

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from app.engine.events import Done, GenerationRequest, Message, Token
+from app.engine.events import GenerationRequest, Message, Token
 from app.engine.llama import checkpoints
 from tests.engine_host import EngineHost
+from tests.engine_host import run as answer
 from tests.harness import COUNTED
 
 
@@ -39,17 +40,6 @@ def conversation(last_log: int, task: str, *, lines: int = 40, max_tokens: int =
         Message("user", f"{log(last_log, lines)}\n\nContinue: {task}"),
     )
     return GenerationRequest(messages=messages, temperature=0.0, max_tokens=max_tokens)
-
-
-def answer(engine: Any, request: GenerationRequest) -> tuple[str, Done]:
-    text, done = "", None
-    for event in engine.generate(request, cancelled=lambda: False):
-        if isinstance(event, Token):
-            text += event.text
-        elif isinstance(event, Done):
-            done = event
-    assert done is not None
-    return text, done
 
 
 def first_token(engine: Any, request: GenerationRequest) -> dict[str, float]:

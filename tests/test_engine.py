@@ -11,7 +11,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.events import Done, EngineError, GenerationRequest, Message, Token
 from app.settings import DEMO_MODEL
 from launcher.cluster import CardProcesses
-from tests.engine_host import EngineHost
+from tests.engine_host import EngineHost, run
 from tests.harness import get_json
 
 
@@ -22,17 +22,6 @@ def engine(engine_host: EngineHost) -> object:
 
 def ask(text: str, **options: object) -> GenerationRequest:
     return GenerationRequest(messages=(Message("user", text),), temperature=0.0, **options)  # type: ignore[arg-type]
-
-
-def run(engine: object, request: GenerationRequest, cancelled: object = lambda: False) -> tuple[str, Done]:
-    text, done = "", None
-    for event in engine.generate(request, cancelled=cancelled):  # type: ignore[attr-defined]
-        if isinstance(event, Token):
-            text += event.text
-        elif isinstance(event, Done):
-            done = event
-    assert done is not None
-    return text, done
 
 
 def test_every_layer_is_on_a_card(engine: object, engine_cards: CardProcesses) -> None:
